@@ -1,0 +1,4 @@
+// Everything public in niox, layer by layer.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
