@@ -36,7 +36,15 @@
 #include <string_view>
 #include <vector>
 
+#include "loadgen_core.hpp"
+
 namespace {
+
+using niox::bench::fill_stream;
+using niox::bench::first_mismatch;
+using niox::bench::Histogram;
+using niox::bench::process_cpu_us;
+using niox::bench::splitmix64;
 
 using Clock = std::chrono::steady_clock;
 
@@ -54,91 +62,6 @@ void die(int status, const char* fmt, ...) {
   va_end(ap);
   std::exit(status);
 }
-
-// ---- payload: random access pseudo-random stream ----------------------------------------------
-
-inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Writes bytes [offset, offset+len) of the stream named by key. Random access (no generator
-// state) so sender and verifier never have to agree on anything but the offset.
-void fill_stream(std::uint64_t key, std::uint64_t offset, unsigned char* dst, std::size_t len) {
-  std::uint64_t word = offset / 8;
-  std::size_t skip = offset % 8;
-  while (len > 0) {
-    std::uint64_t v = splitmix64(key ^ (word * 0xd6e8feb86659fd93ULL));
-    unsigned char bytes[8];
-    std::memcpy(bytes, &v, 8);
-    std::size_t n = std::min<std::size_t>(8 - skip, len);
-    std::memcpy(dst, bytes + skip, n);
-    dst += n;
-    len -= n;
-    skip = 0;
-    ++word;
-  }
-}
-
-// ---- latency histogram: log-linear buckets, ~0.8% resolution, no per-sample storage ------------
-
-class Histogram {
- public:
-  static constexpr int kSubBits = 7;  // 128 linear sub-buckets per power of two
-  static constexpr int kSub = 1 << kSubBits;
-  static constexpr int kMaxExp = 48;  // up to 2^48 ns: days
-
-  Histogram() : counts_((kMaxExp + 1) * kSub, 0) {}
-
-  void record(std::uint64_t ns) {
-    ++counts_[index(ns)];
-    ++total_;
-    max_ = std::max(max_, ns);
-  }
-  void reset() {
-    std::fill(counts_.begin(), counts_.end(), 0);
-    total_ = 0;
-    max_ = 0;
-  }
-  std::uint64_t count() const { return total_; }
-  std::uint64_t max() const { return max_; }
-
-  // Upper edge of the bucket holding the q-quantile: never under-reports.
-  std::uint64_t quantile(double q) const {
-    if (total_ == 0) return 0;
-    auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(total_)));
-    rank = std::clamp<std::uint64_t>(rank, 1, total_);
-    std::uint64_t seen = 0;
-    for (std::size_t i = 0; i < counts_.size(); ++i) {
-      seen += counts_[i];
-      if (seen >= rank) return std::min(upper(i), max_);
-    }
-    return max_;
-  }
-
- private:
-  static std::size_t index(std::uint64_t v) {
-    if (v < kSub) return static_cast<std::size_t>(v);
-    int msb = 63 - __builtin_clzll(v);
-    int exp = msb - kSubBits + 1;  // >= 1
-    if (exp > kMaxExp) return (kMaxExp + 1) * kSub - 1;
-    auto sub = static_cast<std::size_t>(v >> exp) & (kSub - 1);
-    return static_cast<std::size_t>(exp) * kSub + sub;
-  }
-  static std::uint64_t upper(std::size_t i) {
-    std::size_t exp = i / kSub;
-    std::uint64_t sub = i % kSub;
-    if (exp == 0) return sub;
-    // Values in this bucket are (kSub + sub) << (exp - 1) ... + (1 << (exp - 1)) - 1.
-    return ((kSub + sub + 1) << (exp - 1)) - 1;
-  }
-
-  std::vector<std::uint64_t> counts_;
-  std::uint64_t total_ = 0;
-  std::uint64_t max_ = 0;
-};
 
 // ---- options ----------------------------------------------------------------------------------
 
@@ -208,35 +131,6 @@ Options parse(int argc, char** argv) {
   if (o.messages == 0 && !(o.duration > 0)) die(kExitError, "--duration must be > 0");
   if (o.warmup < 0) o.warmup = 0;
   return o;
-}
-
-// ---- /proc/PID/stat: process-wide utime+stime in microseconds ---------------------------------
-
-std::optional<std::uint64_t> process_cpu_us(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "re");
-  if (!f) return std::nullopt;
-  char buf[4096];
-  std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  // The command name may contain spaces and parentheses: fields resume after the last ')'.
-  char* p = std::strrchr(buf, ')');
-  if (!p) return std::nullopt;
-  ++p;
-  // After ')' come fields 3.. ; utime and stime are fields 14 and 15.
-  unsigned long long utime = 0, stime = 0;
-  int field = 2;
-  char* save = nullptr;
-  for (char* tok = strtok_r(p, " ", &save); tok; tok = strtok_r(nullptr, " ", &save)) {
-    ++field;
-    if (field == 14) utime = std::strtoull(tok, nullptr, 10);
-    if (field == 15) { stime = std::strtoull(tok, nullptr, 10); break; }
-  }
-  if (field != 15) return std::nullopt;
-  long hz = sysconf(_SC_CLK_TCK);
-  return (utime + stime) * 1000000ULL / static_cast<std::uint64_t>(hz);
 }
 
 // ---- connections ------------------------------------------------------------------------------
@@ -418,10 +312,8 @@ class LoadGen {
       if (c.received + len > c.sent)
         die(kExitCorrupt, "server returned %" PRIu64 " bytes more than were sent",
             c.received + len - c.sent);
-      fill_stream(c.key, c.received, expect_.data(), len);
-      if (std::memcmp(rbuf_.data(), expect_.data(), len) != 0) {
-        std::size_t at = 0;
-        while (rbuf_[at] == expect_[at]) ++at;
+      if (auto bad = first_mismatch(c.key, c.received, rbuf_.data(), len, expect_.data())) {
+        std::size_t at = *bad;
         die(kExitCorrupt, "data mismatch on connection %zu at stream offset %" PRIu64
             " (got 0x%02x, expected 0x%02x)", static_cast<std::size_t>(&c - conns_.data()),
             c.received + at, rbuf_[at], expect_[at]);
