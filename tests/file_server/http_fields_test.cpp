@@ -1,5 +1,7 @@
 #include "http_fields.hpp"
 
+#include "test_printers.hpp"
+
 #include <gtest/gtest.h>
 
 namespace niox::http {

@@ -1,5 +1,7 @@
 #include "http_request_decoder.hpp"
 
+#include "test_printers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
