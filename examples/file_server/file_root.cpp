@@ -159,6 +159,7 @@ OpenResult FileRoot::open(std::string_view relative) const {
     result.file.size = static_cast<std::uint64_t>(st.st_size);
     result.file.mtime = st.st_mtim.tv_sec;
     result.file.path = std::move(path);
+    result.directory_index = attempt > 0;
     return result;
   }
 }

@@ -15,6 +15,7 @@
 //
 // O_NONBLOCK keeps a FIFO planted in the root from blocking the open; only regular files are
 // served (anything else is 403). Directories resolve to their index.html, else 404 (no listings).
+// (Whether "/dir" should first be redirected to "/dir/" is the responder's decision.)
 //
 // Errors map to statuses without revealing why: missing or not-a-directory is 404; leaving the
 // root, a symlink the walk refuses, a permission denied or a special file is 403; running out of
@@ -43,6 +44,7 @@ struct ResolvedFile {
 struct OpenResult {
   HttpStatus status = HttpStatus::ok;  // ok, or 403/404/500/503
   ResolvedFile file;                   // valid when status is ok
+  bool directory_index = false;        // the path named a directory; file is its index.html
 };
 
 class FileRoot {

@@ -6,6 +6,7 @@ std::string_view reason_phrase(HttpStatus s) noexcept {
   switch (s) {
     case HttpStatus::ok: return "OK";
     case HttpStatus::partial_content: return "Partial Content";
+    case HttpStatus::moved_permanently: return "Moved Permanently";
     case HttpStatus::not_modified: return "Not Modified";
     case HttpStatus::bad_request: return "Bad Request";
     case HttpStatus::forbidden: return "Forbidden";

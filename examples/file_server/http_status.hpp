@@ -9,6 +9,7 @@ namespace niox::http {
 enum class HttpStatus : std::uint16_t {
   ok = 200,
   partial_content = 206,
+  moved_permanently = 301,
   not_modified = 304,
   bad_request = 400,
   forbidden = 403,

@@ -55,9 +55,10 @@ bool pread_fully(int fd, std::span<std::byte> dst, std::uint64_t offset) {
 StaticFileResponder::StaticFileResponder(const FileRoot& root, StaticFileConfig config)
     : root_(root), config_(std::move(config)) {}
 
-HttpResponse StaticFileResponder::error_response(HttpStatus status, bool keep_alive, bool http10,
+HttpResponse StaticFileResponder::text_response(HttpStatus status, bool keep_alive, bool http10,
                                                  bool head_only, std::time_t now,
-                                                 std::uint64_t size_for_416) const {
+                                                 std::uint64_t size_for_416,
+                                                 std::string_view location) const {
   HttpResponse r;
   r.status = status;
   r.keep_alive = keep_alive && code(status) < 500;
@@ -66,6 +67,9 @@ HttpResponse StaticFileResponder::error_response(HttpStatus status, bool keep_al
   begin_head(head, status, config_.server_name, now);
   if (status == HttpStatus::method_not_allowed) {
     head.append(std::string_view("Allow: GET, HEAD\r\n"));
+  }
+  if (!location.empty()) {
+    fmt::format_to(std::back_inserter(head), "Location: {}\r\n", location);
   }
   if (status == HttpStatus::range_not_satisfiable) {
     fmt::format_to(std::back_inserter(head), "Content-Range: bytes */{}\r\n", size_for_416);
@@ -83,22 +87,39 @@ HttpResponse StaticFileResponder::error_response(HttpStatus status, bool keep_al
 }
 
 HttpResponse StaticFileResponder::respond_to_decode_error(HttpStatus status, std::time_t now) const {
-  return error_response(status, false, false, false, now);
+  return text_response(status, false, false, false, now);
 }
 
 HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_t now) const {
   const bool http10 = request.version() == HttpVersion::http_1_0;
   const bool head_only = request.is_head();
   if (!request.is_get() && !head_only) {
-    return error_response(HttpStatus::method_not_allowed, request.keep_alive(), http10, false, now);
+    return text_response(HttpStatus::method_not_allowed, request.keep_alive(), http10, false, now);
   }
   auto path = decode_request_path(request.target(), config_.path);
   if (path.status != HttpStatus::ok) {
-    return error_response(path.status, request.keep_alive(), http10, head_only, now);
+    return text_response(path.status, request.keep_alive(), http10, head_only, now);
   }
   auto opened = root_.open(path.relative);
   if (opened.status != HttpStatus::ok) {
-    return error_response(opened.status, request.keep_alive(), http10, head_only, now);
+    return text_response(opened.status, request.keep_alive(), http10, head_only, now);
+  }
+  if (opened.directory_index && !path.trailing_slash && !path.relative.empty()) {
+    // The target's own (still percent-encoded, visible-ASCII only) path, so the client gets
+    // back exactly what it sent plus the slash.
+    auto target = request.target();
+    if (target.front() != '/') {  // absolute-form: drop "scheme://authority"
+      auto authority = target.find("//") + 2;
+      auto slash = target.find_first_of("/?#", authority);
+      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+    }
+    auto query_at = target.find_first_of("?#");
+    auto location = std::string(target.substr(0, query_at)) + "/";
+    if (query_at != std::string_view::npos && target[query_at] == '?') {
+      location += target.substr(query_at, target.find('#', query_at) - query_at);
+    }
+    return text_response(HttpStatus::moved_permanently, request.keep_alive(), http10, head_only,
+                          now, 0, location);
   }
   return respond_with_file(request, std::move(opened.file), now);
 }
@@ -143,7 +164,7 @@ HttpResponse StaticFileResponder::respond_with_file(const HttpRequest& request, 
     }
   }
   if (range.kind == ByteRange::Kind::unsatisfiable) {
-    return error_response(HttpStatus::range_not_satisfiable, keep_alive, http10, head_only, now,
+    return text_response(HttpStatus::range_not_satisfiable, keep_alive, http10, head_only, now,
                           file.size);
   }
 
@@ -172,7 +193,7 @@ HttpResponse StaticFileResponder::respond_with_file(const HttpRequest& request, 
     if (!pread_fully(file.fd.get(), r.body.writable_bytes(), offset)) {
       // The file shrank or failed between fstat and read: nothing has been sent yet, so the
       // promise of Content-Length can still be withdrawn.
-      return error_response(HttpStatus::internal_server_error, false, http10, false, now);
+      return text_response(HttpStatus::internal_server_error, false, http10, false, now);
     }
   } else if (!head_only && count > 0) {
     r.file = std::move(file.fd);

@@ -16,6 +16,8 @@
 //     the range only when it is an HTTP-date equal to Last-Modified, else the whole file is sent.
 //   - Files up to small_body_max are read into memory (pread) so that a small response is one
 //     write; larger ones become a region of the file, whose descriptor moves into the response.
+//   - A directory named without its trailing slash ("/docs") is 301 to "/docs/" (query kept), as
+//     relative links in its index.html would otherwise resolve against the parent (§15.4.2).
 //   - Errors have a short text/plain body ("404 Not Found\n").
 //   - Every response carries Date (§6.6.1) and Server; file responses Last-Modified and
 //     Accept-Ranges: bytes.
@@ -85,8 +87,9 @@ class StaticFileResponder {
   const StaticFileConfig& config() const noexcept { return config_; }
 
  private:
-  HttpResponse error_response(HttpStatus status, bool keep_alive, bool http10, bool head_only,
-                              std::time_t now, std::uint64_t size_for_416 = 0) const;
+  HttpResponse text_response(HttpStatus status, bool keep_alive, bool http10, bool head_only,
+                              std::time_t now, std::uint64_t size_for_416 = 0,
+                              std::string_view location = {}) const;
 
   const FileRoot& root_;
   StaticFileConfig config_;

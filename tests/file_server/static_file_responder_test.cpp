@@ -138,6 +138,21 @@ TEST_F(StaticFileResponderTest, DirectoryServesIndexWithItsType) {
   EXPECT_EQ(r.body.string_view(), "<p>dir</p>");
 }
 
+TEST_F(StaticFileResponderTest, DirectoryWithoutSlashIsRedirected) {
+  auto r = respond("GET /dir?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(r.status, HttpStatus::moved_permanently);
+  auto p = parse_head(r.head);
+  EXPECT_EQ(p.at("location"), "/dir/?x=1");
+  EXPECT_EQ(r.body.string_view(), "301 Moved Permanently\n");
+  EXPECT_TRUE(r.keep_alive);
+  EXPECT_EQ(parse_head(respond("HEAD /d%69r HTTP/1.1\r\nHost: h\r\n\r\n").head).at("location"),
+            "/d%69r/");
+  EXPECT_EQ(parse_head(respond("GET http://h/dir HTTP/1.1\r\nHost: h\r\n\r\n").head).at("location"),
+            "/dir/");
+  EXPECT_EQ(respond("GET / HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::not_found);  // no index
+  EXPECT_EQ(respond("GET /dir/ HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
+}
+
 TEST_F(StaticFileResponderTest, EmptyFile) {
   auto r = respond("GET /empty.html HTTP/1.1\r\nHost: h\r\nRange: bytes=0-0\r\n\r\n");
   EXPECT_EQ(r.status, HttpStatus::ok);
