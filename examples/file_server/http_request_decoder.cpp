@@ -1,19 +1,25 @@
 #include "http_request_decoder.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <charconv>
 
 namespace niox::http {
 namespace {
 
-constexpr bool is_tchar(unsigned char c) noexcept {
-  // RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
-  //                          "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-    return true;
-  }
-  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
-}
+// RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
+//                          "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+constexpr auto tchar_table = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+constexpr bool is_tchar(unsigned char c) noexcept { return tchar_table[c]; }
 
 bool is_token(std::string_view s) noexcept {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -180,9 +186,26 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
                  ? fail(HttpStatus::request_header_fields_too_large, "request head too large")
                  : fail(HttpStatus::uri_too_long, "request line too long");
     }
-    ++consumed;
-    head_[head_len_++] = c;
-    if (c == '\n') {
+    // Copy up to and including the next LF (or all that fits) in one go, then check the CRs in
+    // that run: a CR is allowed only right before the LF, or as the run's last byte when its
+    // LF has not arrived yet.
+    const char* run = p + consumed;
+    const std::size_t avail = std::min(n - consumed, config_.max_header_bytes - head_len_);
+    const auto* lf = static_cast<const char*>(std::memchr(run, '\n', avail));
+    const std::size_t len = lf != nullptr ? static_cast<std::size_t>(lf - run) + 1 : avail;
+    if (head_len_ > 0 && head_[head_len_ - 1] == '\r' && run[0] != '\n') {
+      return fail(HttpStatus::bad_request, "bare CR in the request head");
+    }
+    if (const auto* cr = static_cast<const char*>(std::memchr(run, '\r', len)); cr != nullptr) {
+      const auto at = static_cast<std::size_t>(cr - run);
+      if (lf != nullptr ? at + 2 != len : at + 1 != len) {
+        return fail(HttpStatus::bad_request, "bare CR in the request head");
+      }
+    }
+    std::memcpy(head_.get() + head_len_, run, len);
+    head_len_ += len;
+    consumed += len;
+    if (lf != nullptr) {
       if (head_len_ < 2 || head_[head_len_ - 2] != '\r') {
         return fail(HttpStatus::bad_request, "bare LF in the request head");
       }
@@ -192,8 +215,6 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
         return parse_head();
       }
       line_start_ = head_len_;
-    } else if (head_len_ >= 2 && head_[head_len_ - 2] == '\r') {
-      return fail(HttpStatus::bad_request, "bare CR in the request head");
     }
   }
   return DecodeStatus::need_more;
