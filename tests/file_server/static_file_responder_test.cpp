@@ -294,3 +294,26 @@ TEST_F(StaticFileResponderTest, FileShrunkBeforeTheReadIs500AndCloses) {
 
 }  // namespace
 }  // namespace niox::http
+
+namespace niox::http {
+namespace {
+
+TEST(BuiltInSite, IsServedWithTheRightTypes) {
+  FileRoot root(NIOX_FILE_SERVER_SITE_DIR);
+  StaticFileResponder responder(root);
+  for (auto [target, type] : {std::pair{"/", "text/html; charset=utf-8"},
+                              std::pair{"/style.css", "text/css; charset=utf-8"},
+                              std::pair{"/hello.txt", "text/plain; charset=utf-8"}}) {
+    HttpRequestDecoder decoder;
+    auto req = std::string("GET ") + target + " HTTP/1.1\r\nHost: h\r\n\r\n";
+    auto in = ByteBuffer::wrap(std::string_view(req));
+    ASSERT_EQ(decoder.decode(in), DecodeStatus::request);
+    auto r = responder.respond(decoder.request(), now);
+    EXPECT_EQ(r.status, HttpStatus::ok) << target;
+    EXPECT_EQ(parse_head(r.head).at("content-type"), type);
+    EXPECT_TRUE(r.body.has_remaining());
+  }
+}
+
+}  // namespace
+}  // namespace niox::http
