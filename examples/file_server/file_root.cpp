@@ -130,6 +130,10 @@ int FileRoot::open_walk(const std::string& relative) const {
 
 OpenResult FileRoot::open(std::string_view relative) const {
   OpenResult result;
+  if (relative.find('\0') != std::string_view::npos) {
+    result.status = HttpStatus::not_found;  // no file name holds a NUL; c_str() would cut it
+    return result;
+  }
   std::string path(relative);
   for (int attempt = 0;; ++attempt) {
     int fd = open_path(path);

@@ -75,6 +75,9 @@ void XxHash64::reset(std::uint64_t seed) noexcept {
 }
 
 XxHash64& XxHash64::update(std::span<const std::byte> data) noexcept {
+  if (data.empty()) {
+    return *this;  // an empty span may have no storage: keep memcpy away from a null pointer
+  }
   auto p = reinterpret_cast<const unsigned char*>(data.data());
   const auto end = p + data.size();
   total_len_ += data.size();

@@ -157,6 +157,7 @@ TEST_P(FileRootTest, RelativePathsWithDotSegmentsAreRefusedEvenIfPassedDirectly)
   EXPECT_NE(root_->open("../outside/secret.txt").status, HttpStatus::ok);
   EXPECT_NE(root_->open("sub/../../outside/secret.txt").status, HttpStatus::ok);
   EXPECT_NE(root_->open("/etc/hostname").status, HttpStatus::ok);
+  EXPECT_EQ(root_->open(std::string_view("a.txt\0/../../outside", 21)).status, HttpStatus::not_found);
 }
 
 TEST_P(FileRootTest, RootRenamedAfterOpeningStillServesTheSameDirectory) {

@@ -65,6 +65,8 @@ TEST(XxHash64, ByteAtATimeAndDigestDoesNotDisturbState) {
   EXPECT_EQ(h.digest(), 0x99594F4828043D35ULL);
   h.reset();
   EXPECT_EQ(h.digest(), 0xEF46DB3751D8E999ULL);
+  h.update(std::span<const std::byte>{}).update("a").update(std::span<const std::byte>{});
+  EXPECT_EQ(h.digest(), 0xD24EC4F1A98C6E5BULL);
 }
 
 TEST(XxHash64, FileChecksumMatchesInMemory) {
