@@ -6,8 +6,11 @@ namespace niox::http {
 
 HttpServerConnection::HttpServerConnection(const StaticFileResponder& responder,
                                            HttpDecoderConfig decoder,
-                                           std::size_t max_queued_responses)
-    : responder_(responder), decoder_(decoder), max_queued_(std::max<std::size_t>(max_queued_responses, 1)) {}
+                                           std::size_t max_queued_responses,
+                                           OpenFileCache* cache)
+    : responder_(responder),
+      cache_(cache),
+      decoder_(decoder), max_queued_(std::max<std::size_t>(max_queued_responses, 1)) {}
 
 void HttpServerConnection::on_read(ByteBuffer& in, std::vector<HttpResponse>& out, std::time_t now) {
   while (!closing_ && out.size() < max_queued_) {
@@ -15,7 +18,7 @@ void HttpServerConnection::on_read(ByteBuffer& in, std::vector<HttpResponse>& ou
       case DecodeStatus::need_more:
         return;
       case DecodeStatus::request:
-        out.push_back(responder_.respond(decoder_.request(), now));
+        out.push_back(responder_.respond(decoder_.request(), now, cache_));
         closing_ = !out.back().keep_alive;
         break;
       case DecodeStatus::error:

@@ -32,9 +32,11 @@ namespace niox::http {
 
 class HttpServerConnection {
  public:
-  // `responder` must outlive the connection.
+  // `responder` and `cache` (optional, the event loop's, see OpenFileCache) must outlive the
+  // connection.
   explicit HttpServerConnection(const StaticFileResponder& responder, HttpDecoderConfig decoder = {},
-                                std::size_t max_queued_responses = 32);
+                                std::size_t max_queued_responses = 32,
+                                OpenFileCache* cache = nullptr);
 
   // Decodes requests from in's [position, limit), advancing the position past what was used,
   // and appends one response per request to `out`. See the class comment for when it stops.
@@ -52,6 +54,7 @@ class HttpServerConnection {
 
  private:
   const StaticFileResponder& responder_;
+  OpenFileCache* cache_;
   HttpRequestDecoder decoder_;
   std::size_t max_queued_;
   bool closing_ = false;

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <fcntl.h>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -90,7 +92,28 @@ HttpResponse StaticFileResponder::respond_to_decode_error(HttpStatus status, std
   return text_response(status, false, false, false, now);
 }
 
-HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_t now) const {
+HttpResponse StaticFileResponder::redirect_to_directory(const HttpRequest& request,
+                                                        std::time_t now) const {
+  // The target's own (still percent-encoded, visible-ASCII only) path, so the client gets back
+  // exactly what it sent plus the slash.
+  auto target = request.target();
+  if (target.front() != '/') {  // absolute-form: drop "scheme://authority"
+    auto authority = target.find("//") + 2;
+    auto slash = target.find_first_of("/?#", authority);
+    target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+  }
+  auto query_at = target.find_first_of("?#");
+  auto location = std::string(target.substr(0, query_at)) + "/";
+  if (query_at != std::string_view::npos && target[query_at] == '?') {
+    location += target.substr(query_at, target.find('#', query_at) - query_at);
+  }
+  return text_response(HttpStatus::moved_permanently, request.keep_alive(),
+                       request.version() == HttpVersion::http_1_0, request.is_head(), now, 0,
+                       location);
+}
+
+HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_t now,
+                                          OpenFileCache* cache) const {
   const bool http10 = request.version() == HttpVersion::http_1_0;
   const bool head_only = request.is_head();
   if (!request.is_get() && !head_only) {
@@ -100,32 +123,47 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
   if (path.status != HttpStatus::ok) {
     return text_response(path.status, request.keep_alive(), http10, head_only, now);
   }
-  auto opened = root_.open(path.relative);
-  if (opened.status != HttpStatus::ok) {
-    return text_response(opened.status, request.keep_alive(), http10, head_only, now);
-  }
-  if (opened.directory_index && !path.trailing_slash && !path.relative.empty()) {
-    // The target's own (still percent-encoded, visible-ASCII only) path, so the client gets
-    // back exactly what it sent plus the slash.
-    auto target = request.target();
-    if (target.front() != '/') {  // absolute-form: drop "scheme://authority"
-      auto authority = target.find("//") + 2;
-      auto slash = target.find_first_of("/?#", authority);
-      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+  const auto steady_now = OpenFileCache::Clock::now();
+  const CachedFile* cached = cache != nullptr ? cache->find(path.relative, steady_now) : nullptr;
+  OpenResult opened;
+  if (cached == nullptr) {
+    opened = root_.open(path.relative);
+    if (opened.status != HttpStatus::ok) {
+      return text_response(opened.status, request.keep_alive(), http10, head_only, now);
     }
-    auto query_at = target.find_first_of("?#");
-    auto location = std::string(target.substr(0, query_at)) + "/";
-    if (query_at != std::string_view::npos && target[query_at] == '?') {
-      location += target.substr(query_at, target.find('#', query_at) - query_at);
+    if (cache != nullptr) {
+      cached = cache->insert(path.relative, std::move(opened), steady_now);
     }
-    return text_response(HttpStatus::moved_permanently, request.keep_alive(), http10, head_only,
-                          now, 0, location);
   }
-  return respond_with_file(request, std::move(opened.file), now);
+  const bool directory_index = cached != nullptr ? cached->directory_index : opened.directory_index;
+  if (directory_index && !path.trailing_slash && !path.relative.empty()) {
+    return redirect_to_directory(request, now);
+  }
+  if (cached == nullptr) {
+    return respond_with_file(request, std::move(opened.file), now);
+  }
+  const FileMeta meta{cached->size, cached->mtime, cached->path};
+  if (cached->in_memory()) {
+    return plan_file(request, meta, &cached->content, UniqueFd(), now);
+  }
+  UniqueFd fd(::fcntl(cached->fd.get(), F_DUPFD_CLOEXEC, 0));
+  if (!fd) {
+    return text_response(errno == EMFILE || errno == ENFILE ? HttpStatus::service_unavailable
+                                                            : HttpStatus::internal_server_error,
+                         false, http10, head_only, now);
+  }
+  return plan_file(request, meta, nullptr, std::move(fd), now);
 }
 
 HttpResponse StaticFileResponder::respond_with_file(const HttpRequest& request, ResolvedFile&& file,
                                                     std::time_t now) const {
+  return plan_file(request, FileMeta{file.size, file.mtime, file.path}, nullptr, std::move(file.fd),
+                   now);
+}
+
+HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const FileMeta& file,
+                                            const ByteBuffer* content, UniqueFd fd,
+                                            std::time_t now) const {
   const bool http10 = request.version() == HttpVersion::http_1_0;
   const bool head_only = request.is_head();
   const bool keep_alive = request.keep_alive();
@@ -188,15 +226,17 @@ HttpResponse StaticFileResponder::respond_with_file(const HttpRequest& request, 
     fmt::format_to(std::back_inserter(head), "Content-Range: bytes {}-{}/{}\r\n", range.first,
                    range.last, file.size);
   }
-  if (!head_only && count > 0 && count <= config_.small_body_max) {
+  if (!head_only && count > 0 && content != nullptr) {
+    r.body = content->slice(static_cast<std::size_t>(offset), static_cast<std::size_t>(count));
+  } else if (!head_only && count > 0 && count <= config_.small_body_max) {
     r.body = ByteBuffer::allocate(static_cast<std::size_t>(count));
-    if (!pread_fully(file.fd.get(), r.body.writable_bytes(), offset)) {
+    if (!pread_fully(fd.get(), r.body.writable_bytes(), offset)) {
       // The file shrank or failed between fstat and read: nothing has been sent yet, so the
       // promise of Content-Length can still be withdrawn.
       return text_response(HttpStatus::internal_server_error, false, http10, false, now);
     }
   } else if (!head_only && count > 0) {
-    r.file = std::move(file.fd);
+    r.file = std::move(fd);
     r.file_offset = offset;
     r.file_count = count;
   }

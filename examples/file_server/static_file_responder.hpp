@@ -27,6 +27,7 @@
 #pragma once
 
 #include "file_root.hpp"
+#include "open_file_cache.hpp"
 #include "http_request_decoder.hpp"
 #include "http_status.hpp"
 #include "request_path.hpp"
@@ -72,8 +73,10 @@ class StaticFileResponder {
   // `root` must outlive the responder. Thread-safe: one responder may serve many loops.
   explicit StaticFileResponder(const FileRoot& root, StaticFileConfig config = {});
 
-  // The response to a decoded request, `now` being the time for the Date field.
-  HttpResponse respond(const HttpRequest& request, std::time_t now = std::time(nullptr)) const;
+  // The response to a decoded request, `now` being the time for the Date field. With a `cache`
+  // (one per event loop), hot files are served from it (see OpenFileCache).
+  HttpResponse respond(const HttpRequest& request, std::time_t now = std::time(nullptr),
+                       OpenFileCache* cache = nullptr) const;
 
   // The response to a request the decoder refused (400, 413, 414, 431, 505): a short body and
   // "Connection: close".
@@ -90,6 +93,18 @@ class StaticFileResponder {
   HttpResponse text_response(HttpStatus status, bool keep_alive, bool http10, bool head_only,
                               std::time_t now, std::uint64_t size_for_416 = 0,
                               std::string_view location = {}) const;
+
+  // What a file response needs to know about the file, wherever it comes from.
+  struct FileMeta {
+    std::uint64_t size;
+    std::time_t mtime;
+    std::string_view path;
+  };
+  // Plans the response for a file: its body comes from `content` (the whole file in memory,
+  // sliced without copying) when given, else from `fd` (read if small, a region if large).
+  HttpResponse plan_file(const HttpRequest& request, const FileMeta& meta, const ByteBuffer* content,
+                         UniqueFd fd, std::time_t now) const;
+  HttpResponse redirect_to_directory(const HttpRequest& request, std::time_t now) const;
 
   const FileRoot& root_;
   StaticFileConfig config_;

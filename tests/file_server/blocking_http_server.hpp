@@ -1,6 +1,7 @@
 // A minimal blocking loopback server around HttpServerConnection, for interop tests with real
 // clients (curl) until the transport exists: one thread, connections served one at a time,
-// head and small body in one sendmsg, file regions with sendfile. Test scaffolding only.
+// head and small body in one sendmsg, file regions with sendfile, an OpenFileCache like an
+// event loop's. Test scaffolding only.
 #pragma once
 
 #include "http_server_connection.hpp"
@@ -92,7 +93,7 @@ class BlockingHttpServer {
   }
 
   void serve(int fd) {
-    HttpServerConnection conn(responder_);
+    HttpServerConnection conn(responder_, {}, 32, &cache_);
     std::vector<HttpResponse> queue;
     std::string pending;
     char buf[16384];
@@ -128,6 +129,7 @@ class BlockingHttpServer {
   }
 
   const StaticFileResponder& responder_;
+  OpenFileCache cache_;  // used by the server thread only, like an event loop's
   int listener_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

@@ -51,8 +51,8 @@ class HttpServerConnectionTest : public ::testing::Test {
 
   // Feeds `input` in pieces cut at `cuts`, draining responses after every read, like a transport.
   Result serve(std::string_view input, const std::vector<std::size_t>& cuts,
-               std::size_t max_queued = 32) {
-    HttpServerConnection conn(*responder_, {}, max_queued);
+               std::size_t max_queued = 32, OpenFileCache* cache = nullptr) {
+    HttpServerConnection conn(*responder_, {}, max_queued, cache);
     Result result;
     std::vector<HttpResponse> queue;
     std::string pending;  // bytes read but not yet consumed (the transport's cumulation)
@@ -115,6 +115,17 @@ TEST_F(HttpServerConnectionTest, EverySplitProducesTheSameBytes) {
     auto r = serve(pipeline, {i});
     ASSERT_EQ(r.wire, whole.wire) << "cut at " << i;
     EXPECT_TRUE(r.clean_end);
+  }
+}
+
+TEST_F(HttpServerConnectionTest, CacheChangesNoByte) {
+  OpenFileCache cache;
+  const auto uncached = serve(pipeline, {});
+  EXPECT_EQ(serve(pipeline, {}, 32, &cache).wire, uncached.wire);  // filling the cache
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(serve(pipeline, {}, 32, &cache).wire, uncached.wire);  // served from it
+  for (std::size_t i = 0; i <= pipeline.size(); i += 11) {
+    ASSERT_EQ(serve(pipeline, {i}, 32, &cache).wire, uncached.wire) << "cut at " << i;
   }
 }
 
