@@ -1,9 +1,8 @@
 #include "transfer_session.hpp"
 
-#include "xxhash64.hpp"
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <utility>
 
 #include <fcntl.h>
@@ -149,6 +148,35 @@ void TransferReceiver::on_body_spliced(std::uint64_t n) noexcept {
   received_ += std::min(n, body_remaining());
 }
 
+std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_code& ec) {
+  ec.clear();
+  if (phase_ != Phase::body && phase_ != Phase::verifying) {
+    return 0;
+  }
+  constexpr std::size_t chunk = 256 * 1024;
+  if (!hash_buf_) {
+    hash_buf_ = std::make_unique<std::byte[]>(chunk);
+  }
+  std::size_t done = 0;
+  while (hashed_ < received_ && done < max_bytes) {
+    const auto want = static_cast<std::size_t>(
+        std::min<std::uint64_t>({received_ - hashed_, chunk, max_bytes - done}));
+    ssize_t n = ::pread(file_.fd(), hash_buf_.get(), want, static_cast<off_t>(hashed_));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      ec = fail(n < 0 ? std::error_code(errno, std::system_category())
+                      : std::make_error_code(std::errc::io_error));
+      return done;
+    }
+    hash_.update({hash_buf_.get(), static_cast<std::size_t>(n)});
+    hashed_ += static_cast<std::uint64_t>(n);
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
 TransferStatus TransferReceiver::finish(std::error_code& ec) {
   ec.clear();
   if (phase_ == Phase::header || phase_ == Phase::failed) {
@@ -164,12 +192,18 @@ TransferStatus TransferReceiver::finish(std::error_code& ec) {
   }
   phase_ = Phase::verifying;
   // Hash what is on disk (from the page cache), not what passed through memory: this also
-  // catches a write that went wrong after the bytes left the socket.
-  const std::uint64_t sum = xxh64_file(file_.fd(), 0, header_.size, ec);
-  if (ec) {
-    fail(ec);
-    return TransferStatus::write_failed;
+  // catches a write that went wrong after the bytes left the socket. hash_received() may have
+  // done part of it already.
+  while (hashed_ < header_.size) {
+    if (hash_received(SIZE_MAX, ec) == 0 || ec) {
+      if (!ec) {
+        ec = make_error_code(std::errc::io_error);
+      }
+      fail(ec);
+      return TransferStatus::write_failed;
+    }
   }
+  const std::uint64_t sum = hash_.digest();
   if (sum != header_.checksum) {
     ec = fail(make_error_code(TransferErrc::checksum_mismatch));
     return TransferStatus::checksum_mismatch;

@@ -16,10 +16,12 @@
 
 #include "output_file.hpp"
 #include "transfer_protocol.hpp"
+#include "xxhash64.hpp"
 
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <system_error>
@@ -76,6 +78,13 @@ class TransferReceiver {
   std::uint64_t body_offset() const noexcept { return received_; }
   std::uint64_t body_remaining() const noexcept { return header_.size - received_; }
 
+  // Hashes up to `max_bytes` of the body already written, from the file (page cache), so that
+  // finish() has less left to verify. Call it whenever the loop would otherwise wait for the
+  // network; never required. Returns how many bytes it hashed (0: caught up). On a read error
+  // the transfer fails (ec set, file removed).
+  std::size_t hash_received(std::size_t max_bytes, std::error_code& ec);
+  std::uint64_t bytes_hashed() const noexcept { return hashed_; }
+
   // The body is complete (or the peer ended it): checks length and checksum, then names the
   // file (done) or removes it (failed). Returns the reply to send; `ec` says what went wrong:
   // truncated, checksum_mismatch, or the errno of reading or linking the file.
@@ -95,6 +104,9 @@ class TransferReceiver {
   TransferHeader header_;
   OutputFile file_;
   std::uint64_t received_ = 0;
+  XxHash64 hash_;              // over [0, hashed_) of the body, read back from the file
+  std::uint64_t hashed_ = 0;
+  std::unique_ptr<std::byte[]> hash_buf_;
 };
 
 }  // namespace niox::transfer

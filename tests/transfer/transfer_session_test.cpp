@@ -114,6 +114,32 @@ TEST_F(TransferSessionTest, SplicedBodyIsAccountedAndVerified) {
   EXPECT_FALSE(check_reply(encode_reply(TransferStatus::ok).bytes()));
 }
 
+TEST_F(TransferSessionTest, HashingBehindTheWriteOffsetGivesTheSameVerdict) {
+  for (bool corrupt : {false, true}) {
+    auto bytes = stream();
+    if (corrupt) bytes[bytes.size() - 7] ^= 0x10;
+    TransferReceiver rx(dst_ / "copy.bin");
+    std::error_code ec;
+    for (std::size_t off = 0; off < bytes.size(); off += 10000) {
+      auto buf = ByteBuffer::wrap(std::string_view(bytes).substr(off, 10000));
+      if (rx.phase() == TransferReceiver::Phase::header) {
+        ASSERT_FALSE(rx.on_header_bytes(buf));
+      }
+      ASSERT_FALSE(rx.on_body_bytes(buf));
+      rx.hash_received(4096, ec);  // a little at a time, like a loop between reads
+      ASSERT_FALSE(ec);
+      EXPECT_LE(rx.bytes_hashed(), rx.body_offset());
+    }
+    EXPECT_GT(rx.bytes_hashed(), 0u);
+    EXPECT_LT(rx.bytes_hashed(), body_.size());
+    auto status = rx.finish(ec);
+    EXPECT_EQ(status, corrupt ? TransferStatus::checksum_mismatch : TransferStatus::ok);
+    EXPECT_EQ(rx.bytes_hashed(), corrupt ? rx.bytes_hashed() : body_.size());
+    EXPECT_EQ(dst_.list(), corrupt ? Names{} : Names{"copy.bin"});
+    std::filesystem::remove(dst_ / "copy.bin");
+  }
+}
+
 TEST_F(TransferSessionTest, CorruptedBodyIsRemovedAndReported) {
   auto bytes = stream();
   bytes[bytes.size() / 2] ^= 0x01;
