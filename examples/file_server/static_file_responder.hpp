@@ -70,7 +70,8 @@ struct HttpResponse {
 
 class StaticFileResponder {
  public:
-  // `root` must outlive the responder. Thread-safe: one responder may serve many loops.
+  // `root` must outlive the responder. Thread-safe: one responder may serve many loops, each
+  // passing its own OpenFileCache (if any).
   explicit StaticFileResponder(const FileRoot& root, StaticFileConfig config = {});
 
   // The response to a decoded request, `now` being the time for the Date field. With a `cache`
