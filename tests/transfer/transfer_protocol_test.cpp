@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,51 @@ TEST(TransferProtocol, ErrorMessagesAreReadable) {
   for (int e = 1; e <= static_cast<int>(TransferErrc::receiver_failed); ++e) {
     EXPECT_NE(transfer_category().message(e).find_first_not_of(' '), std::string::npos);
     EXPECT_EQ(transfer_category().message(e).find("unknown niox"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
+}  // namespace niox::transfer
+
+namespace niox::transfer {
+namespace {
+
+// Random and mutated headers: never a crash (the sanitizers watch), and the same verdict whether
+// the bytes come at once or one by one.
+TEST(TransferProtocol, MutatedHeadersGetTheSameVerdictWholeOrByteByByte) {
+  std::mt19937 rng(777);
+  TransferHeader base;
+  base.name = "file.bin";
+  base.size = 4096;
+  base.checksum = 42;
+  const auto good = encode_header(base);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<std::byte> b(good.bytes().begin(), good.bytes().end());
+    const int edits = static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      b[rng() % b.size()] = static_cast<std::byte>(rng() & 0xff);
+    }
+    if (rng() % 8 == 0) {
+      b.resize(rng() % (b.size() + 1));
+    }
+    TransferHeader whole_h;
+    const auto whole = decode_header(b, whole_h);
+    // Byte by byte, asking again after each, as a receiver that reads one byte at a time would.
+    TransferHeader step_h;
+    HeaderDecodeResult step;
+    for (std::size_t n = 0; n <= b.size(); ++n) {
+      step = decode_header(std::span(b).first(n), step_h);
+      if (step.status != DecodeStatus::need_more) break;
+      ASSERT_GT(step.bytes, n);
+    }
+    ASSERT_EQ(step.status, whole.status) << round;
+    ASSERT_EQ(step.error, whole.error) << round;
+    if (whole.status == DecodeStatus::complete) {
+      EXPECT_EQ(step.bytes, whole.bytes);
+      EXPECT_EQ(step_h.name, whole_h.name);
+      EXPECT_FALSE(validate_name(whole_h.name));
+      EXPECT_LE(whole_h.size, TransferLimits{}.max_file_size);
+    }
   }
 }
 
