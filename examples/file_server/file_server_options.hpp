@@ -1,0 +1,36 @@
+// Command line of niox-file-server, parsed without side effects so that the program's main is
+// only "parse, print usage or error, run".
+//
+//   niox-file-server [--root DIR] [--port P] [--bind ADDR] [--threads N]
+//                    [--backend auto|io_uring|epoll] [--max-header-bytes N] [--help]
+//
+// Options take their value as the next argument or after '=' ("--port=8080").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace niox::http {
+
+struct FileServerOptions {
+  std::string root;                  // empty: the program's built-in site
+  std::string bind = "0.0.0.0";
+  std::uint16_t port = 8080;         // 0 picks a free port (printed at start-up)
+  unsigned threads = 0;              // 0: one event loop per CPU
+  std::string backend = "auto";      // auto, io_uring or epoll
+  std::size_t max_header_bytes = 8192;
+  bool help = false;
+};
+
+// Parses the arguments after the program name. On error returns nullopt and sets `error` to a
+// one-line message naming the offending argument.
+std::optional<FileServerOptions> parse_file_server_args(std::span<const std::string_view> args,
+                                                        std::string& error);
+
+// The --help text.
+std::string file_server_usage();
+
+}  // namespace niox::http

@@ -1,0 +1,162 @@
+// HttpRequestDecoder — an incremental HTTP/1.1 request-head decoder (RFC 9112) for a server that
+// serves GET and HEAD. Bytes arrive in arbitrary pieces: a request may be split anywhere and one
+// piece may hold several pipelined requests. The decoder is a push parser like Netty's
+// HttpRequestDecoder, but hands out one request at a time:
+//
+//   std::size_t used = 0;
+//   while (true) {
+//     auto st = decoder.decode(bytes.subspan(off), used);  off += used;
+//     if (st == DecodeStatus::request)   respond(decoder.request());   // views valid until the next decode()
+//     else if (st == DecodeStatus::error) { respond_error(decoder.error_status()); close(); break; }
+//     else break;                                                       // need_more: all bytes consumed
+//   }
+//
+// Memory.  The request head (request line, header fields, their CRLFs) is copied into one buffer
+// of at most HttpDecoderConfig::max_header_bytes, allocated on first use and reused for every
+// request on the connection, plus an index of at most max_headers (name, value) views. A larger
+// head is answered 431 (or 414 when the request line alone does not fit) without growing
+// anything. Request bodies are never stored.
+//
+// Decided behaviour (each is the strict choice RFC 9112 permits; every error closes the
+// connection because framing can no longer be trusted):
+//   - Lines end in CRLF. A bare LF or bare CR is 400 (RFC 9112 §2.2 lets a recipient accept bare
+//     LF; refusing it closes a request-smuggling door). Up to max_leading_empty_lines empty lines
+//     before a request line are ignored (RFC 9112 §2.2).
+//   - request-line = method SP request-target SP HTTP-version with single spaces (RFC 9112 §3);
+//     the method must be a token, the target visible ASCII, the version "HTTP/d.d"
+//     (case-sensitive, §2.3). HTTP/1.0 and 1.1 are served; another version is 505.
+//   - Field lines: name is a token immediately followed by ':' (whitespace before the colon is 400,
+//     §5.1); the value is trimmed of SP/HTAB and may hold VCHAR, obs-text, SP and HTAB only.
+//     obs-fold (a line starting with SP/HTAB) is 400 (§5.2).
+//   - HTTP/1.1 without exactly one Host field is 400 (§3.2).
+//   - Content-Length (all values equal, §6.3) is accepted on any request and its body is skipped
+//     unread, up to max_discarded_body bytes (else 413). GET and HEAD bodies have no meaning
+//     (RFC 9110 §9.3.1-2), so this only keeps the connection's framing. Transfer-Encoding on a
+//     request is 400: this server takes no request content, and refusing TE (with or without
+//     Content-Length) avoids the ambiguities of §6.1/§6.3.
+//   - Persistence (§9.3): HTTP/1.1 keeps the connection open unless a Connection field has the
+//     "close" option; HTTP/1.0 closes unless it has "keep-alive".
+// Method checks (405) belong to the responder: the decoder accepts any token method.
+#pragma once
+
+#include "http_status.hpp"
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace niox::http {
+
+enum class HttpVersion : std::uint8_t { http_1_0, http_1_1 };
+
+// One field line; both views point into the decoder's head buffer.
+struct HttpHeader {
+  std::string_view name;
+  std::string_view value;
+};
+
+// ASCII case-insensitive equality, as field names and tokens compare (RFC 9110 §5.1).
+bool equals_ignore_case(std::string_view a, std::string_view b) noexcept;
+
+// A decoded request head. Every view points into the decoder that produced it and is valid until
+// that decoder's next decode() or reset().
+class HttpRequest {
+ public:
+  std::string_view method() const noexcept { return method_; }
+  std::string_view target() const noexcept { return target_; }
+  HttpVersion version() const noexcept { return version_; }
+  std::span<const HttpHeader> headers() const noexcept { return headers_; }
+  // The value of the first field named `name` (case-insensitive), if any.
+  std::optional<std::string_view> header(std::string_view name) const noexcept;
+  // Whether the client asked for the connection to stay open after the response (RFC 9112 §9.3).
+  bool keep_alive() const noexcept { return keep_alive_; }
+  // Declared body length (skipped by the decoder), 0 when none.
+  std::uint64_t content_length() const noexcept { return content_length_; }
+  bool is_get() const noexcept { return method_ == "GET"; }
+  bool is_head() const noexcept { return method_ == "HEAD"; }
+
+ private:
+  friend class HttpRequestDecoder;
+  std::string_view method_;
+  std::string_view target_;
+  HttpVersion version_ = HttpVersion::http_1_1;
+  std::vector<HttpHeader> headers_;
+  bool keep_alive_ = true;
+  std::uint64_t content_length_ = 0;
+};
+
+struct HttpDecoderConfig {
+  // Request line + field lines + CRLFs. Bigger heads are 431 (414 if the request line is cut).
+  std::size_t max_header_bytes = 8192;
+  // Field lines per request; more is 431.
+  std::size_t max_headers = 64;
+  // Largest Content-Length skipped on a request; more is 413.
+  std::uint64_t max_discarded_body = 64 * 1024;
+  // Empty lines tolerated before a request line; more is 400.
+  std::size_t max_leading_empty_lines = 8;
+};
+
+enum class DecodeStatus : std::uint8_t {
+  need_more,  // every byte given was consumed; feed more
+  request,    // request() holds a complete head; bytes after it were not consumed
+  error,      // error_status() says why; nothing more will be decoded on this connection
+};
+
+class HttpRequestDecoder {
+ public:
+  explicit HttpRequestDecoder(HttpDecoderConfig config = {});
+
+  // Consumes bytes from `in`, sets `consumed` to how many, and stops at the end of one request
+  // head, at an error, or when `in` is exhausted. A request's skipped body is consumed by the
+  // following calls, before the next head. `in` is only read during the call.
+  DecodeStatus decode(std::span<const std::byte> in, std::size_t& consumed);
+  // The same over in's [position, limit); advances in.position() by what was consumed.
+  DecodeStatus decode(ByteBuffer& in);
+
+  // The last request decoded; valid after decode() returned DecodeStatus::request, until the
+  // next decode() or reset().
+  const HttpRequest& request() const noexcept { return request_; }
+
+  // Why decoding stopped: 400, 413, 414, 431 or 505. Meaningful after DecodeStatus::error.
+  HttpStatus error_status() const noexcept { return error_status_; }
+  // A short human explanation of the error, for logs (never sent to the client).
+  std::string_view error_reason() const noexcept { return error_reason_; }
+
+  // True when no part of a request (head or skipped body) is pending: an end of stream here is
+  // a clean close, elsewhere a truncated request.
+  bool is_idle() const noexcept;
+
+  // Forgets everything, including a sticky error; keeps the allocated head buffer.
+  void reset() noexcept;
+
+  const HttpDecoderConfig& config() const noexcept { return config_; }
+
+ private:
+  enum class State : std::uint8_t { head, request_ready, skip_body, error };
+
+  DecodeStatus fail(HttpStatus status, std::string_view reason) noexcept;
+  DecodeStatus parse_head();
+  bool parse_request_line(std::string_view line);
+  bool parse_field_semantics();
+
+  HttpDecoderConfig config_;
+  State state_ = State::head;
+  std::unique_ptr<char[]> head_;  // max_header_bytes, allocated on first byte
+  std::size_t head_len_ = 0;
+  std::size_t line_start_ = 0;       // offset in head_ of the line being read
+  bool request_line_done_ = false;   // the first LF of the head has been seen
+  std::size_t leading_empty_lines_ = 0;
+  bool leading_cr_ = false;          // a CR of an ignored empty line is pending its LF
+  std::uint64_t body_left_ = 0;
+  HttpRequest request_;
+  HttpStatus error_status_ = HttpStatus::bad_request;
+  std::string_view error_reason_;
+};
+
+}  // namespace niox::http

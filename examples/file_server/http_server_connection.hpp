@@ -1,0 +1,63 @@
+// HttpServerConnection — one client connection of the static file server, without the I/O:
+// bytes in, planned responses out, in order, and when to close. A transport handler feeds it
+// whatever each read brought and writes what it returns:
+//
+//   void channel_read(ByteBuffer& in) {
+//     conn.on_read(in, queue);                        // consumes what it used
+//     for (auto& r : queue) write(r.head, r.body), maybe send_file(r.file, ...);
+//     queue.clear(); flush();
+//     if (conn.is_closing()) close_after_flush();
+//     else if (in.has_remaining()) keep `in` and call on_read again once the writes drained
+//   }
+//
+// Pipelining: every complete request in the input is answered, in order (RFC 9112 §9.3.2). To
+// bound memory against a client that pipelines without reading, on_read stops once `out` holds
+// max_queued_responses responses and leaves the rest of the input unconsumed: the transport stops
+// reading until its writes drain (Netty's autoRead=false), and calls on_read again.
+//
+// Closing: after a response with keep_alive == false (a decoding error, "Connection: close",
+// HTTP/1.0 without keep-alive, a 5xx) nothing more is decoded; is_closing() turns true and the
+// rest of the input is dropped. The connection is closed after that response is written.
+#pragma once
+
+#include "http_request_decoder.hpp"
+#include "static_file_responder.hpp"
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <ctime>
+#include <vector>
+
+namespace niox::http {
+
+class HttpServerConnection {
+ public:
+  // `responder` and `cache` (optional, the event loop's, see OpenFileCache) must outlive the
+  // connection.
+  explicit HttpServerConnection(const StaticFileResponder& responder, HttpDecoderConfig decoder = {},
+                                std::size_t max_queued_responses = 32,
+                                OpenFileCache* cache = nullptr);
+
+  // Decodes requests from in's [position, limit), advancing the position past what was used,
+  // and appends one response per request to `out`. See the class comment for when it stops.
+  void on_read(ByteBuffer& in, std::vector<HttpResponse>& out, std::time_t now = std::time(nullptr));
+
+  // True once a response that closes the connection has been produced.
+  bool is_closing() const noexcept { return closing_; }
+
+  // The peer ended its output (read returned -1). True if it did so between requests (a normal
+  // close); false if a request was cut short, which deserves no response — the connection is
+  // closed once the responses already produced are written.
+  bool on_end_of_input() noexcept;
+
+  const HttpRequestDecoder& decoder() const noexcept { return decoder_; }
+
+ private:
+  const StaticFileResponder& responder_;
+  OpenFileCache* cache_;
+  HttpRequestDecoder decoder_;
+  std::size_t max_queued_;
+  bool closing_ = false;
+};
+
+}  // namespace niox::http

@@ -1,0 +1,121 @@
+#include "request_path.hpp"
+
+#include "http_request_decoder.hpp"  // equals_ignore_case
+
+#include <climits>
+
+namespace niox::http {
+namespace {
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+RequestPath failure(HttpStatus s) {
+  RequestPath r;
+  r.status = s;
+  return r;
+}
+
+}  // namespace
+
+RequestPath decode_request_path(std::string_view target, const RequestPathOptions& options) {
+  // 1. absolute-form: scheme "://" authority path-abempty
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() >= scheme.size() &&
+        equals_ignore_case(target.substr(0, scheme.size()), scheme)) {
+      target.remove_prefix(scheme.size());
+      auto slash = target.find_first_of("/?#");
+      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+      if (target.front() != '/') {
+        target = "/";  // "http://host?q" names the root
+      }
+      break;
+    }
+  }
+  if (target.empty() || target.front() != '/') {
+    return failure(HttpStatus::bad_request);
+  }
+  // 2. query and fragment
+  target = target.substr(0, target.find_first_of("?#"));
+
+  RequestPath out;
+  out.relative.reserve(std::min(target.size(), options.max_path));
+  out.trailing_slash = target.back() == '/';
+  std::string segment;
+  // Each segment is decoded, then pushed onto `relative` or, for "..", pops the last one.
+  auto finish_segment = [&]() -> HttpStatus {
+    if (segment.empty() || segment == ".") {
+      return HttpStatus::ok;
+    }
+    if (segment == "..") {
+      if (out.relative.empty()) {
+        return HttpStatus::forbidden;
+      }
+      auto slash = out.relative.rfind('/');
+      out.relative.resize(slash == std::string::npos ? 0 : slash);
+      return HttpStatus::ok;
+    }
+    if (segment.size() > NAME_MAX) {
+      return HttpStatus::not_found;
+    }
+    if (!out.relative.empty()) {
+      out.relative.push_back('/');
+    }
+    out.relative += segment;
+    if (out.relative.size() > options.max_path) {
+      return HttpStatus::uri_too_long;
+    }
+    return HttpStatus::ok;
+  };
+  // A hidden segment that a later ".." removes was never opened, so it is checked at the end.
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    char c = target[i];
+    if (c == '/') {
+      if (auto s = finish_segment(); s != HttpStatus::ok) {
+        return failure(s);
+      }
+      segment.clear();
+      continue;
+    }
+    if (c == '%') {
+      int hi = i + 2 < target.size() ? hex_value(target[i + 1]) : -1;
+      int lo = hi >= 0 ? hex_value(target[i + 2]) : -1;
+      if (lo < 0) {
+        return failure(HttpStatus::bad_request);
+      }
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+      if (c == '/') {
+        return failure(HttpStatus::bad_request);
+      }
+    }
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '\\') {
+      return failure(HttpStatus::bad_request);
+    }
+    if (segment.size() > options.max_path) {
+      return failure(HttpStatus::uri_too_long);
+    }
+    segment.push_back(c);
+  }
+  if (auto s = finish_segment(); s != HttpStatus::ok) {
+    return failure(s);
+  }
+  if (!options.allow_hidden) {
+    std::string_view rest = out.relative;
+    while (!rest.empty()) {
+      if (rest.front() == '.') {
+        return failure(HttpStatus::not_found);
+      }
+      auto slash = rest.find('/');
+      rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace niox::http

@@ -1,0 +1,161 @@
+#include "output_file.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace niox::transfer {
+namespace {
+
+std::string parent_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Read rather than set-and-restore with umask(2), which would race with other threads.
+mode_t current_umask() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  unsigned mask = 022;
+  if (f != nullptr) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) {
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  return static_cast<mode_t>(mask);
+}
+
+std::string random_suffix() {
+  static constexpr char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::random_device rd;
+  std::string s(8, '0');
+  for (auto& c : s) {
+    c = digits[rd() % 36];
+  }
+  return s;
+}
+
+}  // namespace
+
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      final_path_(std::move(other.final_path_)),
+      temp_path_(std::move(other.temp_path_)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
+  if (this != &other) {
+    discard();
+    fd_ = std::exchange(other.fd_, -1);
+    final_path_ = std::move(other.final_path_);
+    temp_path_ = std::move(other.temp_path_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+OutputFile OutputFile::create(const std::string& destination, std::string_view name,
+                              std::error_code& ec, bool allow_tmpfile) {
+  ec.clear();
+  OutputFile out;
+  struct stat st {};
+  if (::stat(destination.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    out.final_path_ = destination + (destination.ends_with('/') ? "" : "/") + std::string(name);
+  } else {
+    out.final_path_ = destination;
+  }
+  const std::string dir = parent_of(out.final_path_);
+  if (allow_tmpfile) {
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      out.fd_ = fd;
+      return out;
+    }
+    // EOPNOTSUPP: the file system has no O_TMPFILE; EISDIR: the kernel predates it.
+    if (errno != EOPNOTSUPP && errno != EISDIR) {
+      ec.assign(errno, std::system_category());
+      return {};
+    }
+  }
+  std::string temp = out.final_path_ + ".niox-part-XXXXXX";
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    ec.assign(errno, std::system_category());
+    return {};
+  }
+  // mkostemp creates 0600; give it the mode a new file would get.
+  ::fchmod(fd, 0644 & ~current_umask());
+  out.fd_ = fd;
+  out.temp_path_ = std::move(temp);
+  return out;
+}
+
+void OutputFile::commit(std::error_code& ec) {
+  ec.clear();
+  if (fd_ < 0) {
+    ec = std::make_error_code(std::errc::bad_file_descriptor);
+    return;
+  }
+  if (!temp_path_.empty()) {
+    if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+      ec.assign(errno, std::system_category());
+      return;
+    }
+    temp_path_.clear();
+  } else {
+    // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc/self/fd link works for anyone
+    // (open(2), O_TMPFILE).
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, final_path_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      if (errno != EEXIST) {
+        ec.assign(errno, std::system_category());
+        return;
+      }
+      // Replace the existing file atomically: link under a fresh name, rename over.
+      std::string temp;
+      int rc = -1;
+      for (int attempt = 0; attempt < 8 && rc != 0; ++attempt) {
+        temp = final_path_ + ".niox-part-" + random_suffix();
+        rc = ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW);
+        if (rc != 0 && errno != EEXIST) {
+          break;
+        }
+      }
+      if (rc != 0) {
+        ec.assign(errno, std::system_category());
+        return;
+      }
+      if (::rename(temp.c_str(), final_path_.c_str()) != 0) {
+        ec.assign(errno, std::system_category());
+        ::unlink(temp.c_str());
+        return;
+      }
+    }
+  }
+  ::close(std::exchange(fd_, -1));
+}
+
+void OutputFile::discard() noexcept {
+  if (!temp_path_.empty()) {
+    ::unlink(temp_path_.c_str());
+    temp_path_.clear();
+  }
+  if (fd_ >= 0) {
+    ::close(std::exchange(fd_, -1));
+  }
+}
+
+}  // namespace niox::transfer

@@ -1,0 +1,55 @@
+// OutputFile — the receiver's file, invisible until the transfer is verified.
+//
+// The file is created nameless with O_TMPFILE in the destination's directory, and gets its name
+// by linkat() only in commit(), after the checksum matched. Until then no other process can see a
+// half-written file, and a broken transfer (checksum mismatch, peer gone, disk full, the process
+// killed) leaves nothing: the kernel frees a nameless file when its last descriptor closes.
+// Where O_TMPFILE is unsupported (some file systems, old kernels) the file is created under a
+// temporary name "<final>.niox-part-XXXXXX" that commit() renames and discard() unlinks; only a
+// killed process can then leave that temporary file behind.
+//
+// commit() replaces an existing file at the destination atomically, like mv. It does not fsync:
+// durability against power loss is the caller's choice (fsync(fd()) first).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace niox::transfer {
+
+class OutputFile {
+ public:
+  OutputFile() noexcept = default;
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&& other) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  // Discards the file unless it was committed.
+  ~OutputFile();
+
+  // Prepares a file for `destination`; if `destination` is an existing directory, the file will
+  // be `destination/name` (`name` must already be validated, see validate_name). Mode 0644 less
+  // the umask. `allow_tmpfile` = false forces the temporary-name fallback (tests).
+  static OutputFile create(const std::string& destination, std::string_view name,
+                           std::error_code& ec, bool allow_tmpfile = true);
+
+  // Opened for reading and writing (O_RDWR | O_CLOEXEC: the receiver hashes what it wrote);
+  // -1 once committed or discarded.
+  int fd() const noexcept { return fd_; }
+  // The path the file gets on commit().
+  const std::string& path() const noexcept { return final_path_; }
+  bool is_nameless() const noexcept { return temp_path_.empty(); }
+
+  // Gives the file its final name and closes it.
+  void commit(std::error_code& ec);
+  // Removes every trace of the file. Idempotent.
+  void discard() noexcept;
+
+ private:
+  int fd_ = -1;
+  std::string final_path_;
+  std::string temp_path_;  // empty for an O_TMPFILE file
+};
+
+}  // namespace niox::transfer

@@ -1,0 +1,123 @@
+// The niox-transfer wire protocol: one file over one TCP connection.
+//
+//   sender -> receiver:  header (32 bytes) | name (name_length bytes) | body (file_size bytes)
+//   receiver -> sender:  reply (8 bytes), after the body has been written and verified
+//
+// Header, all integers big-endian (network order, like Java's DataOutput):
+//
+//   offset size  field
+//        0    4  magic "NIOX"
+//        4    1  version (1)
+//        5    1  flags (none defined: must be 0)
+//        6    1  checksum algorithm (1 = XXH64, seed 0)
+//        7    1  reserved (0)
+//        8    2  name length (1 .. limits.max_name_length, at most 255)
+//       10    6  reserved (0)
+//       16    8  file size in bytes
+//       24    8  checksum of the whole body
+//
+// The checksum travels before the body, so the sender hashes the file first (from the page
+// cache, at several GB/s) and then sends it zero-copy; the receiver splices the body into the
+// file and hashes what landed on disk before it replies.
+//
+// The name is only a suggestion for the receiver's file name: UTF-8 bytes, no '/', '\', NUL or
+// other control byte, and no ".." anywhere (stricter than needed once '/' is excluded, so that no
+// consumer can ever turn it into a path step). Reserved bytes and unknown flags are errors rather
+// than ignored, so a future version cannot be misread as this one.
+//
+// Reply: magic "NIOX", status (TransferStatus), 3 reserved bytes (0).
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+namespace niox::transfer {
+
+inline constexpr std::uint8_t protocol_version = 1;
+inline constexpr std::size_t header_size = 32;
+inline constexpr std::size_t reply_size = 8;
+
+enum class ChecksumAlgorithm : std::uint8_t { xxh64 = 1 };
+
+// Why a header or reply was refused, or a transfer failed. An std::error_code category, so
+// errors read "niox.transfer: bad magic (not a niox-transfer stream)".
+enum class TransferErrc {
+  bad_magic = 1,
+  unsupported_version,
+  unknown_flags,
+  unknown_checksum_algorithm,
+  reserved_not_zero,
+  bad_name_length,
+  bad_name,
+  file_too_large,
+  checksum_mismatch,
+  truncated,
+  receiver_failed,
+};
+
+const std::error_category& transfer_category() noexcept;
+std::error_code make_error_code(TransferErrc e) noexcept;
+
+struct TransferLimits {
+  std::size_t max_name_length = 255;            // NAME_MAX; larger values are clamped to it
+  std::uint64_t max_file_size = std::uint64_t{1} << 40;  // 1 TiB
+};
+
+struct TransferHeader {
+  std::string name;
+  std::uint64_t size = 0;
+  ChecksumAlgorithm algorithm = ChecksumAlgorithm::xxh64;
+  std::uint64_t checksum = 0;
+};
+
+// Empty error_code when `name` is acceptable under `limits`, else bad_name_length or bad_name.
+std::error_code validate_name(std::string_view name, const TransferLimits& limits = {}) noexcept;
+
+// The header and name, ready to send (position 0, limit header_size + name length). Throws
+// std::system_error with a TransferErrc if the header would be refused by a receiver with the
+// same limits.
+ByteBuffer encode_header(const TransferHeader& header, const TransferLimits& limits = {});
+
+enum class DecodeStatus : std::uint8_t { need_more, complete, error };
+
+struct HeaderDecodeResult {
+  DecodeStatus status = DecodeStatus::need_more;
+  // complete: bytes of `in` that were the header and name (the body starts right after).
+  // need_more: total bytes needed before decoding can go on (header_size, then header + name).
+  std::size_t bytes = 0;
+  std::error_code error;  // set when status is error
+};
+
+// Decodes a header from the start of `in` (which may hold more, the body's first bytes). Every
+// check that can be made is made as soon as the bytes are there: a wrong magic fails on its
+// first wrong byte, the fixed fields fail before the name is awaited, so a peer can never make
+// the receiver wait for or buffer more than header_size + max_name_length bytes.
+HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& out,
+                                 const TransferLimits& limits = {});
+
+enum class TransferStatus : std::uint8_t {
+  ok = 0,                 // written and verified
+  checksum_mismatch = 1,  // written, but the checksum did not match: removed
+  write_failed = 2,       // the receiver could not store the file (no space, I/O error)
+  refused = 3,            // the header was refused
+};
+
+ByteBuffer encode_reply(TransferStatus status);
+// Decodes the 8-byte reply. Errors: truncated (fewer than reply_size bytes), bad_magic,
+// reserved_not_zero, and receiver_failed for a status value this version does not know.
+std::error_code decode_reply(std::span<const std::byte> in, TransferStatus& out) noexcept;
+
+// The error a sender reports for a receiver's non-ok status.
+std::error_code error_for(TransferStatus status) noexcept;
+
+}  // namespace niox::transfer
+
+template <>
+struct std::is_error_code_enum<niox::transfer::TransferErrc> : std::true_type {};

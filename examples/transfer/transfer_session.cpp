@@ -1,0 +1,226 @@
+#include "transfer_session.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace niox::transfer {
+
+SendPlan::SendPlan(SendPlan&& o) noexcept
+    : fd(std::exchange(o.fd, -1)),
+      size(o.size),
+      header(std::move(o.header)),
+      header_bytes(std::move(o.header_bytes)) {}
+
+SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    fd = std::exchange(o.fd, -1);
+    size = o.size;
+    header = std::move(o.header);
+    header_bytes = std::move(o.header_bytes);
+  }
+  return *this;
+}
+
+SendPlan::~SendPlan() {
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits) {
+  ec.clear();
+  SendPlan plan;
+  plan.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (plan.fd < 0) {
+    ec.assign(errno, std::system_category());
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(plan.fd, &st) != 0) {
+    ec.assign(errno, std::system_category());
+    return {};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return {};
+  }
+  std::string_view name = path;
+  while (name.size() > 1 && name.back() == '/') name.remove_suffix(1);
+  if (auto slash = name.rfind('/'); slash != std::string_view::npos) {
+    name.remove_prefix(slash + 1);
+  }
+  if ((ec = validate_name(name, limits))) {
+    return {};
+  }
+  plan.size = static_cast<std::uint64_t>(st.st_size);
+  if (plan.size > limits.max_file_size) {
+    ec = TransferErrc::file_too_large;
+    return {};
+  }
+  plan.header.name = std::string(name);
+  plan.header.size = plan.size;
+  plan.header.checksum = xxh64_file(plan.fd, 0, plan.size, ec);
+  if (ec) {
+    return {};
+  }
+  plan.header_bytes = encode_header(plan.header, limits);
+  return plan;
+}
+
+std::error_code check_reply(std::span<const std::byte> reply) noexcept {
+  TransferStatus status{};
+  if (auto ec = decode_reply(reply, status)) {
+    return ec;
+  }
+  return error_for(status);
+}
+
+TransferReceiver::TransferReceiver(std::string destination, TransferLimits limits)
+    : destination_(std::move(destination)), limits_(limits) {}
+
+std::error_code TransferReceiver::fail(std::error_code ec) noexcept {
+  file_.discard();
+  phase_ = Phase::failed;
+  return ec;
+}
+
+std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
+  if (phase_ != Phase::header) {
+    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted) : std::error_code{};
+  }
+  while (true) {
+    TransferHeader h;
+    auto r = decode_header(std::span(head_).first(head_len_), h, limits_);
+    if (r.status == DecodeStatus::error) {
+      return fail(r.error);
+    }
+    if (r.status == DecodeStatus::complete) {
+      header_ = std::move(h);
+      std::error_code ec;
+      file_ = OutputFile::create(destination_, header_.name, ec);
+      if (ec) {
+        return fail(ec);
+      }
+      phase_ = Phase::body;
+      return {};
+    }
+    // Take exactly what the decoder still needs, so body bytes stay in `in`.
+    const std::size_t want = std::min(r.bytes - head_len_, in.remaining());
+    if (want == 0) {
+      return {};
+    }
+    in.get(std::span(head_).subspan(head_len_, want));
+    head_len_ += want;
+  }
+}
+
+std::error_code TransferReceiver::on_body_bytes(ByteBuffer& in) {
+  if (phase_ != Phase::body) {
+    return {};
+  }
+  auto n = static_cast<std::size_t>(std::min<std::uint64_t>(in.remaining(), body_remaining()));
+  auto data = in.bytes().first(n);
+  while (!data.empty()) {
+    ssize_t w = ::pwrite(file_.fd(), data.data(), data.size(), static_cast<off_t>(received_));
+    if (w < 0 && errno == EINTR) {
+      continue;
+    }
+    if (w <= 0) {
+      return fail(std::error_code(w < 0 ? errno : ENOSPC, std::system_category()));
+    }
+    data = data.subspan(static_cast<std::size_t>(w));
+    received_ += static_cast<std::uint64_t>(w);
+    in.position(in.position() + static_cast<std::size_t>(w));
+  }
+  return {};
+}
+
+void TransferReceiver::on_body_spliced(std::uint64_t n) noexcept {
+  received_ += std::min(n, body_remaining());
+}
+
+std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_code& ec) {
+  ec.clear();
+  if (phase_ != Phase::body && phase_ != Phase::verifying) {
+    return 0;
+  }
+  constexpr std::size_t chunk = 256 * 1024;
+  if (!hash_buf_) {
+    hash_buf_ = std::make_unique<std::byte[]>(chunk);
+  }
+  std::size_t done = 0;
+  while (hashed_ < received_ && done < max_bytes) {
+    const auto want = static_cast<std::size_t>(
+        std::min<std::uint64_t>({received_ - hashed_, chunk, max_bytes - done}));
+    ssize_t n = ::pread(file_.fd(), hash_buf_.get(), want, static_cast<off_t>(hashed_));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      ec = fail(n < 0 ? std::error_code(errno, std::system_category())
+                      : std::make_error_code(std::errc::io_error));
+      return done;
+    }
+    hash_.update({hash_buf_.get(), static_cast<std::size_t>(n)});
+    hashed_ += static_cast<std::uint64_t>(n);
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+TransferStatus TransferReceiver::finish(std::error_code& ec) {
+  ec.clear();
+  if (phase_ == Phase::header || phase_ == Phase::failed) {
+    ec = fail(make_error_code(TransferErrc::truncated));
+    return TransferStatus::refused;
+  }
+  if (phase_ == Phase::done) {
+    return TransferStatus::ok;
+  }
+  if (received_ != header_.size) {
+    ec = fail(make_error_code(TransferErrc::truncated));
+    return TransferStatus::write_failed;
+  }
+  phase_ = Phase::verifying;
+  // Hash what is on disk (from the page cache), not what passed through memory: this also
+  // catches a write that went wrong after the bytes left the socket. hash_received() may have
+  // done part of it already.
+  while (hashed_ < header_.size) {
+    if (hash_received(SIZE_MAX, ec) == 0 || ec) {
+      if (!ec) {
+        ec = make_error_code(std::errc::io_error);
+      }
+      fail(ec);
+      return TransferStatus::write_failed;
+    }
+  }
+  const std::uint64_t sum = hash_.digest();
+  if (sum != header_.checksum) {
+    ec = fail(make_error_code(TransferErrc::checksum_mismatch));
+    return TransferStatus::checksum_mismatch;
+  }
+  file_.commit(ec);
+  if (ec) {
+    fail(ec);
+    return TransferStatus::write_failed;
+  }
+  phase_ = Phase::done;
+  return TransferStatus::ok;
+}
+
+void TransferReceiver::abort() noexcept {
+  if (phase_ != Phase::done) {
+    fail({});
+  }
+}
+
+}  // namespace niox::transfer

@@ -1,0 +1,112 @@
+// The two ends of one transfer, without the I/O: what to send, and what to do with what arrives.
+//
+// Sender:
+//   auto plan = prepare_send(path, ec);            // opens, hashes (XXH64) and encodes the header
+//   write(plan.header); send_file(plan.fd, 0, plan.size);   // header, then the body zero-copy
+//   read reply_size bytes -> check_reply(bytes)    // the receiver's verdict, as an error_code
+//
+// Receiver:
+//   TransferReceiver rx(out_path, limits);
+//   while (rx.phase() == Phase::header) { read into buf; rx.on_header_bytes(buf); }
+//   rx.on_body_bytes(buf);                         // body bytes that came with the header
+//   while (rx.body_remaining() > 0) { n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n); }
+//   write(encode_reply(rx.finish(ec)));            // verifies, then names or removes the file
+//   (peer gone, or any error: rx.abort())          // the partial file is removed
+#pragma once
+
+#include "output_file.hpp"
+#include "transfer_protocol.hpp"
+#include "xxhash64.hpp"
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <array>
+#include <memory>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace niox::transfer {
+
+struct SendPlan {
+  int fd = -1;             // owned by the plan: closed by its destructor
+  std::uint64_t size = 0;
+  TransferHeader header;
+  ByteBuffer header_bytes;  // encode_header(header): send first
+
+  SendPlan() = default;
+  SendPlan(SendPlan&& o) noexcept;
+  SendPlan& operator=(SendPlan&& o) noexcept;
+  SendPlan(const SendPlan&) = delete;
+  SendPlan& operator=(const SendPlan&) = delete;
+  ~SendPlan();
+};
+
+// Opens `path` (a regular file), hashes it and builds the header, the name being the path's last
+// component. Errors: the open/read errno, std::errc::invalid_argument for a non-regular file,
+// or a TransferErrc when the name or size would be refused under `limits`.
+SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits = {});
+
+// The receiver's reply as the sender's result: empty when the file was stored and verified.
+std::error_code check_reply(std::span<const std::byte> reply) noexcept;
+
+class TransferReceiver {
+ public:
+  enum class Phase : std::uint8_t { header, body, verifying, done, failed };
+
+  // `destination`: the file to write, or an existing directory to write the sent name into.
+  TransferReceiver(std::string destination, TransferLimits limits = {});
+
+  Phase phase() const noexcept { return phase_; }
+  // Valid from the body phase on.
+  const TransferHeader& header() const noexcept { return header_; }
+  const std::string& path() const noexcept { return file_.path(); }
+
+  // Header phase: takes bytes from `in` (advancing it) until the header and name are complete,
+  // then creates the output file and moves to the body phase; bytes after the header stay in
+  // `in` for on_body_bytes(). Buffers at most header_size + 255 bytes. An error (a refused
+  // header, the file cannot be created) moves to the failed phase.
+  std::error_code on_header_bytes(ByteBuffer& in);
+
+  // Body phase: writes body bytes that arrived in memory at body_offset(), up to
+  // body_remaining() (advancing `in` by what was used; anything beyond the body is left).
+  std::error_code on_body_bytes(ByteBuffer& in);
+  // Body phase: `n` bytes were written straight into fd() at body_offset() (splice).
+  void on_body_spliced(std::uint64_t n) noexcept;
+
+  int fd() const noexcept { return file_.fd(); }
+  std::uint64_t body_offset() const noexcept { return received_; }
+  std::uint64_t body_remaining() const noexcept { return header_.size - received_; }
+
+  // Hashes up to `max_bytes` of the body already written, from the file (page cache), so that
+  // finish() has less left to verify. Call it whenever the loop would otherwise wait for the
+  // network; never required. Returns how many bytes it hashed (0: caught up). On a read error
+  // the transfer fails (ec set, file removed).
+  std::size_t hash_received(std::size_t max_bytes, std::error_code& ec);
+  std::uint64_t bytes_hashed() const noexcept { return hashed_; }
+
+  // The body is complete (or the peer ended it): checks length and checksum, then names the
+  // file (done) or removes it (failed). Returns the reply to send; `ec` says what went wrong:
+  // truncated, checksum_mismatch, or the errno of reading or linking the file.
+  TransferStatus finish(std::error_code& ec);
+
+  // The transfer is broken (peer gone, write failed): removes the partial file.
+  void abort() noexcept;
+
+ private:
+  std::error_code fail(std::error_code ec) noexcept;
+
+  std::string destination_;
+  TransferLimits limits_;
+  Phase phase_ = Phase::header;
+  std::array<std::byte, header_size + 255> head_{};
+  std::size_t head_len_ = 0;
+  TransferHeader header_;
+  OutputFile file_;
+  std::uint64_t received_ = 0;
+  XxHash64 hash_;              // over [0, hashed_) of the body, read back from the file
+  std::uint64_t hashed_ = 0;
+  std::unique_ptr<std::byte[]> hash_buf_;
+};
+
+}  // namespace niox::transfer
