@@ -84,6 +84,17 @@ ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
   return b;
 }
 
+ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array, std::size_t offset,
+                            std::size_t length) {
+  if (offset > array.size() || length > array.size() - offset) {
+    detail::throw_index(offset, length, array.size());
+  }
+  ByteBuffer b = wrap(array);
+  b.position_ = offset;
+  b.limit_ = offset + length;
+  return b;
+}
+
 ByteBuffer ByteBuffer::wrap(std::string_view text) noexcept {
   return wrap(std::as_bytes(std::span(text)));
 }
@@ -95,9 +106,9 @@ ByteBuffer::ByteBuffer(ByteBuffer&& other) noexcept
       limit_(std::exchange(other.limit_, 0)),
       position_(std::exchange(other.position_, 0)),
       mark_(std::exchange(other.mark_, no_mark)),
-      order_(other.order_),
-      read_only_(other.read_only_),
-      direct_(other.direct_) {}
+      order_(std::exchange(other.order_, ByteOrder::big_endian)),
+      read_only_(std::exchange(other.read_only_, false)),
+      direct_(std::exchange(other.direct_, false)) {}
 
 ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
   if (this != &other) {
@@ -107,9 +118,9 @@ ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
     limit_ = std::exchange(other.limit_, 0);
     position_ = std::exchange(other.position_, 0);
     mark_ = std::exchange(other.mark_, no_mark);
-    order_ = other.order_;
-    read_only_ = other.read_only_;
-    direct_ = other.direct_;
+    order_ = std::exchange(other.order_, ByteOrder::big_endian);
+    read_only_ = std::exchange(other.read_only_, false);
+    direct_ = std::exchange(other.direct_, false);
   }
   return *this;
 }
@@ -182,6 +193,17 @@ ByteBuffer& ByteBuffer::put(ByteBuffer& src) {
   return *this;
 }
 
+ByteBuffer& ByteBuffer::put(std::size_t index, const ByteBuffer& src, std::size_t offset,
+                            std::size_t length) {
+  check_range(index, length);
+  src.check_range(offset, length);
+  check_writable();
+  if (length != 0) {
+    std::memmove(base_ + index, src.base_ + offset, length);
+  }
+  return *this;
+}
+
 bool ByteBuffer::operator==(const ByteBuffer& other) const noexcept {
   return remaining() == other.remaining() &&
          (remaining() == 0 || std::memcmp(base_ + position_, other.base_ + other.position_,
@@ -209,14 +231,39 @@ std::ptrdiff_t ByteBuffer::mismatch(const ByteBuffer& other) const noexcept {
   return remaining() == other.remaining() ? -1 : static_cast<std::ptrdiff_t>(n);
 }
 
-std::size_t ByteBuffer::hash_code() const noexcept {
-  // Java's: h = 1; for i from limit-1 down to position: h = 31*h + (int)get(i) (signed bytes).
-  std::int32_t h = 1;
+std::int32_t ByteBuffer::hash_code() const noexcept {
+  // Java's: h = 1; for i from limit-1 down to position: h = 31*h + (int)get(i), bytes signed,
+  // arithmetic wrapping at 32 bits (done unsigned here, where wrapping is defined).
+  std::uint32_t h = 1;
   for (std::size_t i = limit_; i-- > position_;) {
-    h = static_cast<std::int32_t>(31u * static_cast<std::uint32_t>(h) +
-                                  static_cast<std::uint32_t>(static_cast<std::int8_t>(base_[i])));
+    h = 31u * h + static_cast<std::uint32_t>(static_cast<std::int32_t>(
+                      static_cast<std::int8_t>(static_cast<std::uint8_t>(base_[i]))));
   }
-  return static_cast<std::size_t>(static_cast<std::uint32_t>(h));
+  return static_cast<std::int32_t>(h);
+}
+
+std::size_t ByteBuffer::alignment_offset(std::size_t index, std::size_t unit_size) const {
+  if (unit_size == 0 || (unit_size & (unit_size - 1)) != 0) {
+    detail::throw_illegal_argument("Unit size not a power of two");
+  }
+  return (reinterpret_cast<std::uintptr_t>(base_) + index) & (unit_size - 1);
+}
+
+ByteBuffer ByteBuffer::aligned_slice(std::size_t unit_size) const {
+  std::size_t pos = position_;
+  std::size_t lim = limit_;
+  std::size_t pos_mod = alignment_offset(pos, unit_size);
+  std::size_t lim_mod = alignment_offset(lim, unit_size);
+  // Java rounds pos up by (unit_size - pos_mod); compared as a gap here so that a huge
+  // unit_size cannot wrap around.
+  std::size_t gap = pos_mod > 0 ? unit_size - pos_mod : 0;
+  std::size_t aligned_pos = pos;
+  std::size_t aligned_lim = pos;
+  if (gap <= lim - pos && lim_mod <= lim - (pos + gap)) {
+    aligned_pos = pos + gap;
+    aligned_lim = lim - lim_mod;
+  }
+  return slice(aligned_pos, aligned_lim - aligned_pos);
 }
 
 bool ByteBuffer::shares_memory_with(const ByteBuffer& other) const noexcept {

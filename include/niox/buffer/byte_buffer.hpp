@@ -98,14 +98,41 @@ class ByteBuffer {
   static ByteBuffer wrap(std::span<std::byte> array, std::size_t offset, std::size_t length);
   // Read-only views of constant memory (Java's wrap of a CharSequence has this flavour).
   static ByteBuffer wrap(std::span<const std::byte> array) noexcept;
+  static ByteBuffer wrap(std::span<const std::byte> array, std::size_t offset, std::size_t length);
   static ByteBuffer wrap(std::string_view text) noexcept;
+  // Any contiguous range of std::byte (std::vector, std::array, a C array): writable when the
+  // range is, read-only when it is const. Without this, such a range would match both span
+  // overloads above.
+  template <class R>
+    requires(std::is_convertible_v<R &&, std::span<const std::byte>> &&
+             !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
+             !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>)
+  static ByteBuffer wrap(R&& array) {
+    if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
+      return wrap(std::span<std::byte>(array));
+    } else {
+      return wrap(std::span<const std::byte>(array));
+    }
+  }
+  template <class R>
+    requires(std::is_convertible_v<R &&, std::span<const std::byte>> &&
+             !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
+             !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>)
+  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) {
+    if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
+      return wrap(std::span<std::byte>(array), offset, length);
+    } else {
+      return wrap(std::span<const std::byte>(array), offset, length);
+    }
+  }
 
   // An empty buffer (capacity 0).
   ByteBuffer() noexcept = default;
   // Copying is duplicate(): the copy shares content, has its own indices.
   ByteBuffer(const ByteBuffer&) = default;
   ByteBuffer& operator=(const ByteBuffer&) = default;
-  // Moving leaves `other` empty (capacity 0).
+  // Moving leaves `other` as if default-constructed: empty (capacity 0), big-endian, writable,
+  // not direct.
   ByteBuffer(ByteBuffer&& other) noexcept;
   ByteBuffer& operator=(ByteBuffer&& other) noexcept;
   ~ByteBuffer() = default;
@@ -238,6 +265,11 @@ class ByteBuffer {
     copy_out(index, dst);
     return *this;
   }
+  ByteBuffer& get(std::size_t index, std::span<std::byte> dst) {
+    check_range(index, dst.size());
+    copy_out(index, dst);
+    return *this;
+  }
   // Relative: throws ReadOnlyBufferException, then BufferOverflowException (moving nothing) if
   // src does not fit in remaining().
   ByteBuffer& put(std::span<const std::byte> src) {
@@ -263,6 +295,11 @@ class ByteBuffer {
   // copy behaves like memmove.
   ByteBuffer& put(ByteBuffer& src);
   ByteBuffer& put(ByteBuffer&& src) { return put(src); }
+  // Absolute (JDK 16): copies src's [offset, offset+length) to [index, index+length); neither
+  // position moves. Throws IndexOutOfBoundsException if either range is outside its buffer's
+  // limit, and only then ReadOnlyBufferException (Java checks in that order here). src may be
+  // this buffer or share its memory: the copy behaves like memmove.
+  ByteBuffer& put(std::size_t index, const ByteBuffer& src, std::size_t offset, std::size_t length);
 
   // ---- Typed access -----------------------------------------------------------------------
   // In order(): big-endian unless changed. Relative forms throw BufferUnderflowException /
@@ -309,8 +346,18 @@ class ByteBuffer {
   // Java mismatch(): the relative index of the first differing remaining byte, or -1 if the
   // remaining contents are equal.
   std::ptrdiff_t mismatch(const ByteBuffer& other) const noexcept;
-  // Java hashCode(): depends on the remaining bytes only.
-  std::size_t hash_code() const noexcept;
+  // Java hashCode(), the same int Java computes: depends on the remaining bytes only.
+  std::int32_t hash_code() const noexcept;
+
+  // ---- Alignment (JDK 9) ------------------------------------------------------------------
+
+  // The address of byte `index` modulo unit_size. Throws IllegalArgumentException unless
+  // unit_size is a power of two. Unlike Java, unit sizes above 8 are allowed for non-direct
+  // buffers too: their memory never moves.
+  std::size_t alignment_offset(std::size_t index, std::size_t unit_size) const;
+  // slice() of the largest unit_size-aligned part of [position, limit): position rounded up and
+  // limit rounded down to an aligned address; empty if none. Throws like alignment_offset().
+  ByteBuffer aligned_slice(std::size_t unit_size) const;
 
   // ---- Raw access for I/O -----------------------------------------------------------------
   // The spans alias this buffer's memory: valid while any buffer owning it lives (or, for a
@@ -439,7 +486,9 @@ std::string hex_dump(const ByteBuffer& buffer);
 
 template <>
 struct std::hash<niox::ByteBuffer> {
-  std::size_t operator()(const niox::ByteBuffer& b) const noexcept { return b.hash_code(); }
+  std::size_t operator()(const niox::ByteBuffer& b) const noexcept {
+    return static_cast<std::uint32_t>(b.hash_code());
+  }
 };
 
 // Prints like Java's toString(): ByteBuffer[pos=0 lim=16 cap=16].
