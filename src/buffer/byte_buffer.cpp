@@ -1,6 +1,7 @@
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -23,106 +24,31 @@ void throw_illegal_argument(const char* what) { throw IllegalArgumentException(w
 
 namespace {
 constexpr std::size_t page_size = 4096;
+}  // namespace
 
 // One allocation per owned buffer; the shared_ptr control block is the reference count.
-std::shared_ptr<std::byte> allocate_storage(std::size_t capacity, bool direct) {
-  // Never hand malloc a zero size: every buffer gets a real, unique base pointer.
+std::shared_ptr<std::byte> detail::allocate_storage(std::size_t capacity, bool direct) {
+  // No object may be larger than PTRDIFF_MAX; refusing early also keeps the page rounding
+  // below from wrapping around to a tiny block.
+  if (capacity > static_cast<std::size_t>(PTRDIFF_MAX) - page_size) {
+    throw std::bad_alloc();
+  }
+  // Never ask for a zero size: every buffer gets a real, unique base pointer.
   std::size_t bytes = std::max<std::size_t>(capacity, 1);
   void* p;
   if (direct) {
     bytes = (bytes + page_size - 1) & ~(page_size - 1);
     p = std::aligned_alloc(page_size, bytes);
+    if (p != nullptr) {
+      std::memset(p, 0, bytes);
+    }
   } else {
-    p = std::malloc(bytes);
+    p = std::calloc(bytes, 1);  // fresh pages from the kernel are already zero
   }
   if (p == nullptr) {
     throw std::bad_alloc();
   }
-  std::memset(p, 0, bytes);
   return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
-}
-}  // namespace
-
-ByteBuffer ByteBuffer::allocate(std::size_t capacity) {
-  ByteBuffer b;
-  b.storage_ = allocate_storage(capacity, false);
-  b.base_ = b.storage_.get();
-  b.capacity_ = b.limit_ = capacity;
-  return b;
-}
-
-ByteBuffer ByteBuffer::allocate_direct(std::size_t capacity) {
-  ByteBuffer b;
-  b.storage_ = allocate_storage(capacity, true);
-  b.base_ = b.storage_.get();
-  b.capacity_ = b.limit_ = capacity;
-  b.direct_ = true;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<std::byte> array) noexcept {
-  ByteBuffer b;
-  b.base_ = array.data();
-  b.capacity_ = b.limit_ = array.size();
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<std::byte> array, std::size_t offset, std::size_t length) {
-  if (offset > array.size() || length > array.size() - offset) {
-    detail::throw_index(offset, length, array.size());
-  }
-  ByteBuffer b = wrap(array);
-  b.position_ = offset;
-  b.limit_ = offset + length;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
-  // The const_cast is sound: read_only_ guards every path that writes through base_.
-  ByteBuffer b = wrap(std::span<std::byte>(const_cast<std::byte*>(array.data()), array.size()));
-  b.read_only_ = true;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array, std::size_t offset,
-                            std::size_t length) {
-  if (offset > array.size() || length > array.size() - offset) {
-    detail::throw_index(offset, length, array.size());
-  }
-  ByteBuffer b = wrap(array);
-  b.position_ = offset;
-  b.limit_ = offset + length;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::string_view text) noexcept {
-  return wrap(std::as_bytes(std::span(text)));
-}
-
-ByteBuffer::ByteBuffer(ByteBuffer&& other) noexcept
-    : storage_(std::move(other.storage_)),
-      base_(std::exchange(other.base_, nullptr)),
-      capacity_(std::exchange(other.capacity_, 0)),
-      limit_(std::exchange(other.limit_, 0)),
-      position_(std::exchange(other.position_, 0)),
-      mark_(std::exchange(other.mark_, no_mark)),
-      order_(std::exchange(other.order_, ByteOrder::big_endian)),
-      read_only_(std::exchange(other.read_only_, false)),
-      direct_(std::exchange(other.direct_, false)) {}
-
-ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
-  if (this != &other) {
-    storage_ = std::move(other.storage_);
-    base_ = std::exchange(other.base_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
-    limit_ = std::exchange(other.limit_, 0);
-    position_ = std::exchange(other.position_, 0);
-    mark_ = std::exchange(other.mark_, no_mark);
-    order_ = std::exchange(other.order_, ByteOrder::big_endian);
-    read_only_ = std::exchange(other.read_only_, false);
-    direct_ = std::exchange(other.direct_, false);
-  }
-  return *this;
 }
 
 ByteBuffer& ByteBuffer::limit(std::size_t new_limit) {

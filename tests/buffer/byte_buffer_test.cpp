@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -141,6 +142,13 @@ TEST(ByteBufferCreate, AllocateDirectIsPageAlignedZeroFilledDirect) {
     // Every byte is usable (ASan would see an overrun).
     b.put(cap - 1, std::uint8_t{0xee});
     EXPECT_EQ(b.get(cap - 1), 0xee);
+  }
+}
+
+TEST(ByteBufferCreate, AbsurdCapacityIsBadAllocNotATinyBlock) {
+  for (std::size_t cap : {huge, huge - 1, static_cast<std::size_t>(PTRDIFF_MAX) + 1}) {
+    EXPECT_THROW(ByteBuffer::allocate(cap), std::bad_alloc);
+    EXPECT_THROW(ByteBuffer::allocate_direct(cap), std::bad_alloc);
   }
 }
 

@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -61,6 +62,8 @@ namespace detail {
 [[noreturn]] void throw_index(std::size_t index, std::size_t size, std::size_t bound);
 [[noreturn]] void throw_invalid_mark();
 [[noreturn]] void throw_illegal_argument(const char* what);
+// The zero-filled block behind allocate()/allocate_direct() (page-aligned when direct).
+std::shared_ptr<std::byte> allocate_storage(std::size_t capacity, bool direct);
 
 template <class T>
 inline T byteswap(T v) noexcept {
@@ -133,8 +136,30 @@ class ByteBuffer {
   ByteBuffer& operator=(const ByteBuffer&) = default;
   // Moving leaves `other` as if default-constructed: empty (capacity 0), big-endian, writable,
   // not direct.
-  ByteBuffer(ByteBuffer&& other) noexcept;
-  ByteBuffer& operator=(ByteBuffer&& other) noexcept;
+  ByteBuffer(ByteBuffer&& other) noexcept
+      : storage_(std::move(other.storage_)),
+        base_(std::exchange(other.base_, nullptr)),
+        capacity_(std::exchange(other.capacity_, 0)),
+        limit_(std::exchange(other.limit_, 0)),
+        position_(std::exchange(other.position_, 0)),
+        mark_(std::exchange(other.mark_, no_mark)),
+        order_(std::exchange(other.order_, ByteOrder::big_endian)),
+        read_only_(std::exchange(other.read_only_, false)),
+        direct_(std::exchange(other.direct_, false)) {}
+  ByteBuffer& operator=(ByteBuffer&& other) noexcept {
+    if (this != &other) {
+      storage_ = std::move(other.storage_);
+      base_ = std::exchange(other.base_, nullptr);
+      capacity_ = std::exchange(other.capacity_, 0);
+      limit_ = std::exchange(other.limit_, 0);
+      position_ = std::exchange(other.position_, 0);
+      mark_ = std::exchange(other.mark_, no_mark);
+      order_ = std::exchange(other.order_, ByteOrder::big_endian);
+      read_only_ = std::exchange(other.read_only_, false);
+      direct_ = std::exchange(other.direct_, false);
+    }
+    return *this;
+  }
   ~ByteBuffer() = default;
 
   // ---- Indices ----------------------------------------------------------------------------
@@ -388,6 +413,22 @@ class ByteBuffer {
  private:
   static constexpr std::size_t no_mark = static_cast<std::size_t>(-1);
 
+  // Creation is inline on purpose: a buffer whose address never leaves the function that made
+  // it can then live in registers, indices included.
+  ByteBuffer(std::shared_ptr<std::byte> storage, std::byte* base, std::size_t capacity,
+             bool read_only, bool direct) noexcept
+      : storage_(std::move(storage)),
+        base_(base),
+        capacity_(capacity),
+        limit_(capacity),
+        read_only_(read_only),
+        direct_(direct) {}
+  static void check_wrap_range(std::size_t size, std::size_t offset, std::size_t length) {
+    if (offset > size || length > size - offset) [[unlikely]] {
+      detail::throw_index(offset, length, size);
+    }
+  }
+
   void check_writable() const {
     if (read_only_) [[unlikely]] {
       detail::throw_read_only();
@@ -478,6 +519,49 @@ class ByteBuffer {
   bool read_only_ = false;
   bool direct_ = false;
 };
+
+inline ByteBuffer ByteBuffer::allocate(std::size_t capacity) {
+  auto storage = detail::allocate_storage(capacity, false);
+  std::byte* base = storage.get();
+  return ByteBuffer(std::move(storage), base, capacity, false, false);
+}
+
+inline ByteBuffer ByteBuffer::allocate_direct(std::size_t capacity) {
+  auto storage = detail::allocate_storage(capacity, true);
+  std::byte* base = storage.get();
+  return ByteBuffer(std::move(storage), base, capacity, false, true);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<std::byte> array) noexcept {
+  return ByteBuffer(nullptr, array.data(), array.size(), false, false);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<std::byte> array, std::size_t offset,
+                                   std::size_t length) {
+  check_wrap_range(array.size(), offset, length);
+  ByteBuffer b = wrap(array);
+  b.position_ = offset;
+  b.limit_ = offset + length;
+  return b;
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
+  // The const_cast is sound: read_only_ guards every path that writes through base_.
+  return ByteBuffer(nullptr, const_cast<std::byte*>(array.data()), array.size(), true, false);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array, std::size_t offset,
+                                   std::size_t length) {
+  check_wrap_range(array.size(), offset, length);
+  ByteBuffer b = wrap(array);
+  b.position_ = offset;
+  b.limit_ = offset + length;
+  return b;
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::string_view text) noexcept {
+  return wrap(std::as_bytes(std::span(text)));
+}
 
 // Netty-style pretty hex dump of buffer's remaining bytes: offset, 16 hex bytes, ASCII.
 std::string hex_dump(const ByteBuffer& buffer);
