@@ -143,9 +143,7 @@ class ByteBuffer {
         limit_(std::exchange(other.limit_, 0)),
         position_(std::exchange(other.position_, 0)),
         mark_(std::exchange(other.mark_, no_mark)),
-        order_(std::exchange(other.order_, ByteOrder::big_endian)),
-        read_only_(std::exchange(other.read_only_, false)),
-        direct_(std::exchange(other.direct_, false)) {}
+        flags_(std::exchange(other.flags_, default_flags)) {}
   ByteBuffer& operator=(ByteBuffer&& other) noexcept {
     if (this != &other) {
       storage_ = std::move(other.storage_);
@@ -154,9 +152,7 @@ class ByteBuffer {
       limit_ = std::exchange(other.limit_, 0);
       position_ = std::exchange(other.position_, 0);
       mark_ = std::exchange(other.mark_, no_mark);
-      order_ = std::exchange(other.order_, ByteOrder::big_endian);
-      read_only_ = std::exchange(other.read_only_, false);
-      direct_ = std::exchange(other.direct_, false);
+      flags_ = std::exchange(other.flags_, default_flags);
     }
     return *this;
   }
@@ -212,11 +208,16 @@ class ByteBuffer {
   // Throws ReadOnlyBufferException on a read-only buffer.
   ByteBuffer& compact();
 
-  bool is_read_only() const noexcept { return read_only_; }
-  bool is_direct() const noexcept { return direct_; }
-  ByteOrder order() const noexcept { return order_; }
+  bool is_read_only() const noexcept { return (flags_ & read_only_flag) != 0; }
+  bool is_direct() const noexcept { return (flags_ & direct_flag) != 0; }
+  ByteOrder order() const noexcept {
+    constexpr ByteOrder other = native_order() == ByteOrder::big_endian ? ByteOrder::little_endian
+                                                                        : ByteOrder::big_endian;
+    return (flags_ & swap_flag) != 0 ? other : native_order();
+  }
   ByteBuffer& order(ByteOrder bo) noexcept {
-    order_ = bo;
+    flags_ = static_cast<std::uint8_t>(bo == native_order() ? flags_ & ~swap_flag
+                                                            : flags_ | swap_flag);
     return *this;
   }
 
@@ -233,7 +234,7 @@ class ByteBuffer {
   // A duplicate through which the content cannot be changed.
   ByteBuffer as_read_only_buffer() const {
     ByteBuffer b(*this);
-    b.read_only_ = true;
+    b.flags_ |= read_only_flag;
     return b;
   }
 
@@ -412,6 +413,12 @@ class ByteBuffer {
 
  private:
   static constexpr std::size_t no_mark = static_cast<std::size_t>(-1);
+  static constexpr std::uint8_t swap_flag = 1;
+  static constexpr std::uint8_t read_only_flag = 2;
+  static constexpr std::uint8_t direct_flag = 4;
+  // Big-endian, writable, not direct.
+  static constexpr std::uint8_t default_flags =
+      native_order() == ByteOrder::big_endian ? 0 : swap_flag;
 
   // Creation is inline on purpose: a buffer whose address never leaves the function that made
   // it can then live in registers, indices included.
@@ -421,8 +428,8 @@ class ByteBuffer {
         base_(base),
         capacity_(capacity),
         limit_(capacity),
-        read_only_(read_only),
-        direct_(direct) {}
+        flags_(static_cast<std::uint8_t>(default_flags | (read_only ? read_only_flag : 0) |
+                                         (direct ? direct_flag : 0))) {}
   static void check_wrap_range(std::size_t size, std::size_t offset, std::size_t length) {
     if (offset > size || length > size - offset) [[unlikely]] {
       detail::throw_index(offset, length, size);
@@ -430,7 +437,7 @@ class ByteBuffer {
   }
 
   void check_writable() const {
-    if (read_only_) [[unlikely]] {
+    if ((flags_ & read_only_flag) != 0) [[unlikely]] {
       detail::throw_read_only();
     }
   }
@@ -455,7 +462,7 @@ class ByteBuffer {
     using U = detail::bits_t<T>;
     U u;
     std::memcpy(&u, base_ + at, sizeof(U));
-    if (order_ != native_order()) {
+    if ((flags_ & swap_flag) != 0) {
       u = detail::byteswap(u);
     }
     T v;
@@ -467,7 +474,7 @@ class ByteBuffer {
     using U = detail::bits_t<T>;
     U u;
     std::memcpy(&u, &v, sizeof(T));
-    if (order_ != native_order()) {
+    if ((flags_ & swap_flag) != 0) {
       u = detail::byteswap(u);
     }
     std::memcpy(base_ + at, &u, sizeof(U));
@@ -515,9 +522,9 @@ class ByteBuffer {
   std::size_t limit_ = 0;
   std::size_t position_ = 0;
   std::size_t mark_ = no_mark;
-  ByteOrder order_ = ByteOrder::big_endian;
-  bool read_only_ = false;
-  bool direct_ = false;
+  // Byte order, read-only and direct in one byte, so that a typed put reads one field for both
+  // its read-only check and its byte-order choice. swap_flag: order() is not native_order().
+  std::uint8_t flags_ = default_flags;
 };
 
 inline ByteBuffer ByteBuffer::allocate(std::size_t capacity) {
@@ -546,7 +553,7 @@ inline ByteBuffer ByteBuffer::wrap(std::span<std::byte> array, std::size_t offse
 }
 
 inline ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
-  // The const_cast is sound: read_only_ guards every path that writes through base_.
+  // The const_cast is sound: the read-only flag guards every path that writes through base_.
   return ByteBuffer(nullptr, const_cast<std::byte*>(array.data()), array.size(), true, false);
 }
 
