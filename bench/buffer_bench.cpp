@@ -3,9 +3,10 @@
 //
 // Each pair (".../niox" and ".../raw") does the same work with the same barriers: one
 // benchmark iteration walks a 64 KiB buffer element by element, and every element's value goes
-// through benchmark::DoNotOptimize (read values after a get, the value before a put), so
-// neither side can be folded away or vectorised across elements. The "op" counter is the time
-// per element (typed) or per call (bulk). See bench/README.md.
+// through a register barrier (the value read by a get, the value given to a put), so neither
+// side can be folded away or vectorised across elements; benchmark::ClobberMemory ends each
+// pass. The "op" counter is the CPU time per element (typed) or per call (bulk). See
+// bench/README.md.
 #include <niox/byte_buffer.hpp>
 
 #include <cstddef>
@@ -60,6 +61,25 @@ const char* mode_name(Mode m) {
   return "?";
 }
 
+// Per-element barriers, identical on both sides. They live in registers on purpose: with
+// benchmark::DoNotOptimize's memory alternative GCC 12 may hand the asm the buffer's own bytes
+// and drop the load being measured.
+template <class T>
+inline __attribute__((always_inline)) void sink(T v) {  // v must really be computed
+  asm volatile("" : : "r"(v));
+}
+template <class T>
+inline __attribute__((always_inline)) void opaque(T& v) {  // v could be anything
+  asm volatile("" : "+r"(v));
+}
+// In the escaped variants, unknown code runs between elements: all memory may have changed.
+template <bool Escaped>
+inline __attribute__((always_inline)) void between_elements() {
+  if constexpr (Escaped) {
+    benchmark::ClobberMemory();
+  }
+}
+
 void per_op(benchmark::State& st, std::size_t ops_per_iteration) {
   st.counters["op"] = benchmark::Counter(
       static_cast<double>(ops_per_iteration),
@@ -82,26 +102,28 @@ void niox_typed(benchmark::State& st, ByteOrder order) {
     if constexpr (M == Mode::get_relative) {
       b.clear();
       for (std::size_t i = 0; i < n; ++i) {
-        T v = A::get(b);
-        benchmark::DoNotOptimize(v);
+        sink(A::get(b));
+        between_elements<Escaped>();
       }
     } else if constexpr (M == Mode::get_absolute) {
       for (std::size_t i = 0; i < n; ++i) {
-        T v = A::get(std::as_const(b), i * sizeof(T));
-        benchmark::DoNotOptimize(v);
+        sink(A::get(std::as_const(b), i * sizeof(T)));
+        between_elements<Escaped>();
       }
     } else if constexpr (M == Mode::put_relative) {
       b.clear();
       for (std::size_t i = 0; i < n; ++i) {
         T v = static_cast<T>(i);
-        benchmark::DoNotOptimize(v);
+        opaque(v);
         A::put(b, v);
+        between_elements<Escaped>();
       }
     } else {
       for (std::size_t i = 0; i < n; ++i) {
         T v = static_cast<T>(i);
-        benchmark::DoNotOptimize(v);
+        opaque(v);
         A::put(b, i * sizeof(T), v);
+        between_elements<Escaped>();
       }
     }
     benchmark::ClobberMemory();
@@ -131,18 +153,19 @@ void raw_typed(benchmark::State& st) {
         std::memcpy(&u, c.p + (M == Mode::get_relative ? c.pos : i * sizeof(T)), sizeof(U));
         if constexpr (M == Mode::get_relative) c.pos += sizeof(T);
         if constexpr (Swap) u = A::swap(u);
-        T v = static_cast<T>(u);
-        benchmark::DoNotOptimize(v);
+        sink(static_cast<T>(u));
+        between_elements<Escaped>();
       }
     } else {
       c.pos = 0;
       for (std::size_t i = 0; i < n; ++i) {
         T v = static_cast<T>(i);
-        benchmark::DoNotOptimize(v);
+        opaque(v);
         U u = static_cast<U>(v);
         if constexpr (Swap) u = A::swap(u);
         std::memcpy(c.p + (M == Mode::put_relative ? c.pos : i * sizeof(T)), &u, sizeof(U));
         if constexpr (M == Mode::put_relative) c.pos += sizeof(T);
+        between_elements<Escaped>();
       }
     }
     benchmark::ClobberMemory();
