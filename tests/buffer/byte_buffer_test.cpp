@@ -214,6 +214,22 @@ TEST(ByteBufferCreate, WrapOfConstMemoryIsReadOnly) {
   EXPECT_THROW(t.put_short(1), ReadOnlyBufferException);
 }
 
+template <class T>
+concept wrappable = requires(T&& t) { ByteBuffer::wrap(std::forward<T>(t)); };
+template <class T>
+concept wrappable_at = requires(T&& t) { ByteBuffer::wrap(std::forward<T>(t), 0, 0); };
+// Memory that dies at the end of the statement cannot be wrapped.
+static_assert(wrappable<std::vector<std::byte>&>);
+static_assert(wrappable<const std::vector<std::byte>&>);
+static_assert(wrappable<std::array<std::byte, 4>&>);
+static_assert(!wrappable<std::vector<std::byte>>);
+static_assert(!wrappable<std::array<std::byte, 4>>);
+static_assert(!wrappable_at<std::vector<std::byte>>);
+static_assert(wrappable_at<std::vector<std::byte>&>);
+static_assert(wrappable<std::span<std::byte>>);
+static_assert(wrappable<std::string&>);
+static_assert(!wrappable<std::string>);
+
 TEST(ByteBufferCreate, WrapOfRangesPicksWritabilityFromConstness) {
   std::vector<std::byte> v = iota_bytes(4);
   auto bv = ByteBuffer::wrap(v);

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,6 +80,12 @@ inline T byteswap(T v) noexcept {
   }
 }
 
+// A contiguous range of std::byte other than the spans ByteBuffer::wrap takes directly.
+template <class R>
+concept wrappable_range = std::is_convertible_v<R&&, std::span<const std::byte>> &&
+                          !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
+                          !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>;
+
 // The unsigned integer with the same width as T, used to move T's bytes.
 template <class T>
 using bits_t = std::conditional_t<sizeof(T) == 2, std::uint16_t,
@@ -105,11 +112,10 @@ class ByteBuffer {
   static ByteBuffer wrap(std::string_view text) noexcept;
   // Any contiguous range of std::byte (std::vector, std::array, a C array): writable when the
   // range is, read-only when it is const. Without this, such a range would match both span
-  // overloads above.
+  // overloads above. A temporary container is refused: the buffer would outlive its memory.
   template <class R>
-    requires(std::is_convertible_v<R &&, std::span<const std::byte>> &&
-             !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
-             !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>)
+    requires(detail::wrappable_range<R> &&
+             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
   static ByteBuffer wrap(R&& array) {
     if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
       return wrap(std::span<std::byte>(array));
@@ -118,9 +124,8 @@ class ByteBuffer {
     }
   }
   template <class R>
-    requires(std::is_convertible_v<R &&, std::span<const std::byte>> &&
-             !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
-             !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>)
+    requires(detail::wrappable_range<R> &&
+             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
   static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) {
     if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
       return wrap(std::span<std::byte>(array), offset, length);
@@ -128,6 +133,15 @@ class ByteBuffer {
       return wrap(std::span<const std::byte>(array), offset, length);
     }
   }
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array) = delete;
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) = delete;
+  static ByteBuffer wrap(std::string&& text) = delete;
 
   // An empty buffer (capacity 0).
   ByteBuffer() noexcept = default;
