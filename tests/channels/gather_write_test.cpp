@@ -1,6 +1,7 @@
 // Gathering writes through a socket with a tiny send buffer and a slow reader: the stream must
 // be the exact concatenation of the buffers, and every buffer advanced by exactly what was sent.
 #include <niox/buffer/gather.hpp>
+#include <niox/channels/file_channel.hpp>
 #include <niox/channels/pipe.hpp>
 #include <niox/channels/selector.hpp>
 #include <niox/channels/socket_channel.hpp>
@@ -8,6 +9,8 @@
 #include "support/channels_support.hpp"
 
 #include <thread>
+
+#include <sys/mman.h>
 
 namespace niox {
 namespace {
@@ -150,6 +153,28 @@ TEST_F(GatherEdgeTest, AllEmptyAndOffsetLength) {
   // Reading into a read-only buffer is a contract violation, not an I/O error.
   std::vector<ByteBuffer> ro{ByteBuffer::allocate(4).as_read_only_buffer()};
   EXPECT_THROW(pair.server.read(std::span<ByteBuffer>(ro)), ReadOnlyBufferException);
+}
+
+// More than the kernel moves in one call (2 GiB - 4 KiB) in a single gather: split into several
+// calls, never EINVAL, every buffer fully advanced. /dev/null takes each call whole without
+// touching the (untouched, never faulted-in) memory.
+TEST_F(GatherEdgeTest, GatherBeyondPerCallByteCap) {
+  constexpr std::size_t size = std::size_t{3} << 30;
+  void* mem = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    GTEST_SKIP() << "cannot reserve 3 GiB of address space";
+  }
+  {
+    auto* base = static_cast<std::byte*>(mem);
+    std::vector<ByteBuffer> bufs{
+        ByteBuffer::wrap(std::span<const std::byte>(base, size / 3 * 2)),
+        ByteBuffer::wrap(std::span<const std::byte>(base, 0)),
+        ByteBuffer::wrap(std::span<const std::byte>(base, size / 3))};
+    auto null = FileChannel::open("/dev/null", OpenOption::write);
+    EXPECT_EQ(null.write(std::span<ByteBuffer>(bufs)), static_cast<std::int64_t>(size));
+    for (auto& b : bufs) EXPECT_FALSE(b.has_remaining());
+  }
+  ::munmap(mem, size);
 }
 
 TEST_F(GatherEdgeTest, PipeGatherAndScatter) {
