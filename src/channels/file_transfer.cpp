@@ -190,6 +190,10 @@ bool is_regular(int fd) {
   struct stat st;
   return fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
+bool is_append(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_APPEND) != 0;
+}
 bool is_fifo(int fd) {
   struct stat st;
   return fd >= 0 && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
@@ -257,7 +261,8 @@ TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t co
   detail::SigpipeBlock no_sigpipe;
   bool stop = false;
 
-  if (out >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(out)) {
+  if (out >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(out) &&
+      !is_append(out)) {  // copy_file_range refuses O_APPEND targets with EBADF
     off_t off = to_off_checked(position);
     r = finish(r, via_copy_file_range(fd_, &off, out, nullptr, want), TransferPath::copy_file_range,
                stop, ec);

@@ -220,6 +220,25 @@ TEST_F(TransferTest, CountBeyondEndOfFile) {
   EXPECT_EQ(dst.size(), 500u);
 }
 
+TEST_F(TransferTest, IntoAppendModeFile) {
+  auto sum = make_file(dir_ / "src", 3 * MiB, 9);
+  auto src = FileChannel::open(dir_ / "src", OpenOption::read);
+  {
+    auto out = FileChannel::open(dir_ / "log", OpenOption::write | OpenOption::create);
+    auto head = ByteBuffer::wrap(std::string_view("head"));
+    out.write(head);
+  }
+  auto out = FileChannel::open(dir_ / "log", OpenOption::append);
+  auto r = src.transfer_to(0, 3 * MiB, out);
+  EXPECT_EQ(r.bytes, 3 * MiB);
+  EXPECT_NE(r.path, TransferPath::copy_file_range) << to_string(r.path);  // it refuses O_APPEND
+  EXPECT_EQ(out.size(), 3 * MiB + 4);
+  out.close();
+  auto all = FileChannel::open(dir_ / "log", OpenOption::read);
+  all.position(4);
+  EXPECT_EQ(checksum_until_eof(all).checksum, sum);
+}
+
 TEST_F(TransferTest, NonBlockingSocketTakesWhatItCan) {
   constexpr std::uint64_t size = 16 * MiB;
   auto sum = make_file(dir_ / "nb", size, 6);
