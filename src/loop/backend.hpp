@@ -40,6 +40,9 @@ class Backend {
   virtual void watch_internal(int fd, InternalFd which) = 0;
   // A descriptor readable whenever wait(0) would find something (embedded mode).
   virtual int pollable_fd() = 0;
+  // Hands everything prepared to the kernel without waiting (end of an embedded turn: the host
+  // sleeps on pollable_fd() next, not in wait()).
+  virtual void submit_pending() {}
   // Consumes the readability of pollable_fd() before a turn (embedded mode).
   virtual void clear_pollable() {}
 };

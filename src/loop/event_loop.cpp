@@ -604,6 +604,7 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
     // The host only looks at pollable_fd(): make it readable when work is already waiting, and
     // let the timerfd carry the next deadline.
     if (has_immediate_work()) self_wake();
+    backend_->submit_pending();
     auto deadline = timers_.empty() ? std::chrono::steady_clock::time_point{} : timers_.front().deadline;
     if (deadline != timer_fd_deadline_) {
       itimerspec its{};

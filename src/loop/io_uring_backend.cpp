@@ -381,8 +381,15 @@ int IoUringBackend::pollable_fd() {
     if (notify_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
     int r = io_uring_register_eventfd(&ring_, notify_fd_);
     if (r < 0) throw std::system_error(-r, std::generic_category(), "io_uring_register_eventfd");
+    std::uint64_t one = 1;  // the host's first look finds work: the first turn submits
+    [[maybe_unused]] auto w = ::write(notify_fd_, &one, sizeof one);
   }
   return notify_fd_;
+}
+
+void IoUringBackend::submit_pending() {
+  flush();
+  if (io_uring_sq_ready(&ring_) > 0) submit_now();
 }
 
 void IoUringBackend::clear_pollable() {

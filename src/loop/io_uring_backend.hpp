@@ -31,6 +31,7 @@ class IoUringBackend final : public Backend {
   void watch_internal(int fd, InternalFd which) override;
   int pollable_fd() override;
   void clear_pollable() override;
+  void submit_pending() override;
 
  private:
   io_uring_sqe* get_sqe();
