@@ -112,6 +112,7 @@ class LoopCore {
   bool embedded_ = false;
   bool shutting_down_ = false;
   bool running_ = false;
+  bool leak_in_backend_ = false;
   AtomicCounters stats_;
 };
 
