@@ -732,6 +732,8 @@ LoopCounters LoopCore::counters() const noexcept {
   c.tasks_run = r(stats_.tasks_run);
   c.wakeups = r(stats_.wakeups);
   c.timers_fired = r(stats_.timers_fired);
+  c.sq_full_submits = r(stats_.sq_full_submits);
+  c.cq_overflow_flushes = r(stats_.cq_overflow_flushes);
   return c;
 }
 

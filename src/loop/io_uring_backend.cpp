@@ -134,6 +134,7 @@ void IoUringBackend::submit_now() {
 io_uring_sqe* IoUringBackend::get_sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (!sqe) {
+    AtomicCounters::add(core_.stats().sq_full_submits, 1);
     submit_now();  // SQ full: hand what is there to the kernel and take the freed entry
     sqe = io_uring_get_sqe(&ring_);
   }
@@ -307,6 +308,11 @@ void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
 void IoUringBackend::reap() {
   io_uring_cqe* cqes[64];
   for (;;) {
+    if (io_uring_cq_has_overflow(&ring_)) {
+      // Completions waiting in the kernel's overflow list; peek flushes them (get_events) once
+      // the CQ has room again.
+      AtomicCounters::add(core_.stats().cq_overflow_flushes, 1);
+    }
     unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
     if (n == 0) {
       if (io_uring_cq_has_overflow(&ring_)) {

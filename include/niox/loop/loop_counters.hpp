@@ -22,6 +22,10 @@ struct LoopCounters {
   std::uint64_t tasks_run = 0;         // execute() tasks
   std::uint64_t wakeups = 0;           // cross-thread wake-ups the loop received
   std::uint64_t timers_fired = 0;
+  // io_uring only: submissions forced early by a full SQ, and reaps that found CQEs the kernel
+  // had to hold back because the CQ was full (overflow; none are lost).
+  std::uint64_t sq_full_submits = 0;
+  std::uint64_t cq_overflow_flushes = 0;
 
   double buffers_per_gathering_write() const noexcept {
     return gathering_writes ? static_cast<double>(gathered_buffers) / gathering_writes : 0.0;
@@ -38,9 +42,10 @@ struct fmt::formatter<niox::LoopCounters> {
     return fmt::format_to(
         ctx.out(),
         "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
-        "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={}",
+        "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
+        "sq_full={} cq_overflow={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
-        c.wakeups, c.timers_fired);
+        c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes);
   }
 };
