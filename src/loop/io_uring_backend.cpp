@@ -70,12 +70,13 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
     ec = std::make_error_code(std::errc::function_not_supported);
     return nullptr;
   }
-  auto b = std::make_unique<IoUringBackend>(core, ring, flags);
+  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only);
   io_uring_free_probe(probe);
   return b;
 }
 
-IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags)
+IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
+                               bool readiness_only)
     : core_(core), ring_(ring), setup_flags_(setup_flags),
       enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
@@ -84,6 +85,13 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
       has_op_[op] = io_uring_opcode_supported(probe, op);
     }
     io_uring_free_probe(probe);
+  }
+  if (readiness_only) {
+    for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE, IORING_OP_WRITEV,
+                   IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG, IORING_OP_ACCEPT,
+                   IORING_OP_CONNECT, IORING_OP_SPLICE}) {
+      has_op_[op] = false;
+    }
   }
   io_uring_register_ring_fd(&ring_);  // saves a descriptor lookup per enter; optional
 }

@@ -19,7 +19,7 @@ namespace niox::detail {
 
 class IoUringBackend final : public Backend {
  public:
-  IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags);
+  IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags, bool readiness_only);
   ~IoUringBackend() override;
 
   BackendKind kind() const noexcept override { return BackendKind::io_uring; }

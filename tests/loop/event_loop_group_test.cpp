@@ -46,7 +46,7 @@ TEST_P(LoopGroupTest, RoundRobinOverLoopsOnTheirOwnThreads) {
   }
   EXPECT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids.count(std::this_thread::get_id()), 0u);
-  EXPECT_EQ(group.loop(0).backend(), GetParam());
+  EXPECT_EQ(group.loop(0).backend(), GetParam().kind);
 }
 
 // Shutdown runs the tasks already queued and completes pending operations (aborted), on

@@ -1,12 +1,14 @@
 // Backend parametrisation for tests that run through an EventLoop.
 //
 //   class MyTest : public niox::test::BackendTest {};
-//   TEST_P(MyTest, Works) { niox::EventLoop loop(options()); ... }
+//   TEST_P(MyTest, Works) { niox::EventLoop loop(options()); ... GetParam().kind ... }
 //   NIOX_INSTANTIATE_BACKENDS(MyTest);
 //
-// Every backend niox has is instantiated; SetUp() skips (never fails) one this machine cannot
-// run, and one excluded by NIOX_BACKEND=io_uring|epoll (so `NIOX_BACKEND=epoll ctest` runs the
-// whole suite once more on epoll alone).
+// Instantiates every backend variant niox has: io_uring, io_uring with every operation forced
+// through its per-operation fallback (readiness poll + syscall, as on a kernel missing the
+// opcodes), and epoll. SetUp() skips (never fails) a variant this machine cannot run, and one
+// excluded by NIOX_BACKEND=io_uring|epoll (so `NIOX_BACKEND=epoll ctest` runs the whole suite
+// once more on epoll alone).
 #pragma once
 
 #include <niox/loop/event_loop.hpp>
@@ -15,13 +17,25 @@
 
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace niox::test {
 
-inline std::vector<BackendKind> all_backends() { return {BackendKind::io_uring, BackendKind::epoll}; }
+struct BackendVariant {
+  BackendKind kind;
+  bool io_uring_readiness_only = false;
+  const char* name = "";
+  friend std::ostream& operator<<(std::ostream& os, const BackendVariant& v) { return os << v.name; }
+};
+
+inline std::vector<BackendVariant> all_backends() {
+  return {{BackendKind::io_uring, false, "io_uring"},
+          {BackendKind::io_uring, true, "io_uring_fallback"},
+          {BackendKind::epoll, false, "epoll"}};
+}
 
 // Why `kind` cannot run in this process, or nullopt when it can.
 inline std::optional<std::string> backend_skip_reason(BackendKind kind) {
@@ -33,18 +47,19 @@ inline std::optional<std::string> backend_skip_reason(BackendKind kind) {
   return std::nullopt;
 }
 
-inline std::string backend_test_name(const ::testing::TestParamInfo<BackendKind>& info) {
-  return std::string(to_string(info.param));
+inline std::string backend_test_name(const ::testing::TestParamInfo<BackendVariant>& info) {
+  return info.param.name;
 }
 
-class BackendTest : public ::testing::TestWithParam<BackendKind> {
+class BackendTest : public ::testing::TestWithParam<BackendVariant> {
  protected:
   void SetUp() override {
-    if (auto why = backend_skip_reason(GetParam())) GTEST_SKIP() << *why;
+    if (auto why = backend_skip_reason(GetParam().kind)) GTEST_SKIP() << *why;
   }
   EventLoop::Options options() const {
     EventLoop::Options o;
-    o.backend = GetParam();
+    o.backend = GetParam().kind;
+    o.io_uring_readiness_only = GetParam().io_uring_readiness_only;
     return o;
   }
 };

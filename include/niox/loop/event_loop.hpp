@@ -139,6 +139,10 @@ class EventLoop {
     unsigned ring_entries = 256;
     // epoll events reaped per epoll_wait.
     unsigned epoll_batch = 256;
+    // io_uring: run every operation through the per-operation fallback (POLL_ADD, then one
+    // non-blocking syscall), as on a kernel that lacks the I/O opcodes. For tests and for
+    // working around a kernel whose opcode misbehaves; slower.
+    bool io_uring_readiness_only = false;
   };
 
   EventLoop();
