@@ -433,6 +433,7 @@ bool LoopCore::cancel(OperationHandle h) {
   Operation* op = find(h.index, h.generation);
   if (!op || op->finished) return false;
   if (op->kind == OpKind::timer) {
+    ++stale_timers_;  // its heap entry stays until popped or compacted
     finish(op, operation_aborted());
     return true;
   }
@@ -554,6 +555,15 @@ std::size_t LoopCore::run_completions() {
 }
 
 void LoopCore::arm_timer(Operation* op) {
+  // Idle-timeout patterns cancel and re-arm a timer per message: drop the cancelled entries
+  // once they dominate, so the heap stays proportional to the live timers.
+  if (stale_timers_ > 256 && stale_timers_ * 2 > timers_.size()) {
+    std::erase_if(timers_, [](const TimerEntry& e) {
+      return e.op->generation != e.generation || !e.op->live || e.op->finished;
+    });
+    std::make_heap(timers_.begin(), timers_.end(), TimerLater{});
+    stale_timers_ = 0;
+  }
   timers_.push_back({op->deadline, timer_seq_++, op, op->generation});
   std::push_heap(timers_.begin(), timers_.end(), TimerLater{});
 }
@@ -567,7 +577,10 @@ std::size_t LoopCore::run_timers() {
     std::pop_heap(timers_.begin(), timers_.end(), TimerLater{});
     timers_.pop_back();
     Operation* op = e.op;
-    if (op->generation != e.generation || !op->live || op->finished) continue;
+    if (op->generation != e.generation || !op->live || op->finished) {
+      if (stale_timers_ > 0) --stale_timers_;
+      continue;
+    }
     ++n;
     if (op->period.count() <= 0) {
       finish(op, {});

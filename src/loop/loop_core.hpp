@@ -39,6 +39,7 @@ class LoopCore {
   bool in_loop_thread() const noexcept;
   LoopCounters counters() const noexcept;
   std::size_t pending() const noexcept { return live_ops_; }
+  std::size_t timer_heap_size() const noexcept { return timers_.size(); }
   int pollable_fd();
   BackendKind kind() const noexcept { return backend_->kind(); }
 
@@ -99,6 +100,7 @@ class LoopCore {
   std::vector<Operation*> completed_, completing_;
   std::vector<TimerEntry> timers_;  // min-heap by TimerLater
   std::uint64_t timer_seq_ = 0;
+  std::size_t stale_timers_ = 0;  // cancelled timers whose heap entries remain
 
   std::mutex task_mutex_;
   std::vector<UniqueFunction<void()>> tasks_, running_tasks_;

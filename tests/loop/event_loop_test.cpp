@@ -403,6 +403,23 @@ TEST_P(LoopTest, TimersFireInDeadlineOrderAndCancelOnce) {
   EXPECT_EQ(aborted, 1);
 }
 
+// An idle-timeout pattern: re-arm a long timer and cancel the previous one, many times. Every
+// cancelled one completes once; memory stays bounded (the loop compacts cancelled entries).
+TEST_P(LoopTest, ReArmedTimersCompleteOnceEach) {
+  EventLoop loop(options());
+  int aborted = 0, fired = 0;
+  OperationHandle h;
+  for (int i = 0; i < 5000; ++i) {
+    if (h) loop.cancel(h);
+    h = loop.schedule(1h, [&](std::error_code ec) { ec ? ++aborted : ++fired; });
+    if (i % 100 == 0) loop.run_once();
+  }
+  loop.cancel(h);
+  ASSERT_TRUE(run_until(loop, [&] { return aborted == 5000; }));
+  EXPECT_EQ(fired, 0);
+  EXPECT_EQ(loop.pending(), 0u);
+}
+
 TEST_P(LoopTest, PeriodicTimerUntilCancelled) {
   EventLoop loop(options());
   int ticks = 0, aborted = 0;
