@@ -288,7 +288,8 @@ class EventLoop {
     return start(a, wrap_count(std::forward<H>(handler)));
   }
   // FileChannel.transferTo: `count` bytes of the file from `position` to a socket, zero-copy
-  // (sendfile when the socket is writable); handler(ec, n). Completes when all were sent;
+  // (sendfile when the socket is writable, on both backends: on io_uring it measured cheaper
+  // than splicing through a pipe); handler(ec, n). Completes when all were sent;
   // LoopError::end_of_file (with n sent) if the file ends first. Ordered with fd_out's writes.
   template <class H>
   OperationHandle transfer_to(int file_fd, std::int64_t position, std::size_t count, int socket_fd,
