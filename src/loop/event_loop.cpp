@@ -57,6 +57,19 @@ void ignore_sigpipe_once() {
   });
 }
 
+// Nothing throws across the loop: a handler or task that throws is reported and the loop
+// carries on with the next one (Netty logs and continues the same way).
+template <class F, class... A>
+void invoke_guarded(F& f, A&... a) noexcept {
+  try {
+    f(a...);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "niox: a loop handler threw: {}\n", e.what());
+  } catch (...) {
+    fmt::print(stderr, "niox: a loop handler threw a non-standard exception\n");
+  }
+}
+
 BackendKind env_backend() {
   const char* v = std::getenv("NIOX_BACKEND");
   if (!v || !*v) return BackendKind::automatic;
@@ -493,7 +506,7 @@ std::size_t LoopCore::run_tasks() {
     has_tasks_.store(false, std::memory_order_relaxed);
   }
   std::size_t n = running_tasks_.size();
-  for (auto& t : running_tasks_) t();
+  for (auto& t : running_tasks_) invoke_guarded(t);
   running_tasks_.clear();
   AtomicCounters::add(stats_.tasks_run, n);
   return n;
@@ -522,14 +535,14 @@ std::size_t LoopCore::run_completions() {
       for (std::size_t i = 0; i < op->accepted.size(); ++i) {
         c = Completion{};
         c.value = op->accepted[i];
-        op->fn(c);
+        invoke_guarded(op->fn, c);
         ++n;
       }
       op->accepted.clear();
     } else if (op->kind == OpKind::timer && op->ticks > 0 && !op->finished) {
       op->ticks = 0;
       c = Completion{};
-      op->fn(c);
+      invoke_guarded(op->fn, c);
       AtomicCounters::add(stats_.timers_fired, 1);
       ++n;
     }
@@ -544,7 +557,7 @@ std::size_t LoopCore::run_completions() {
         c.peer_len = op->addrlen;
       }
       if (op->kind == OpKind::timer && !op->ec) AtomicCounters::add(stats_.timers_fired, 1);
-      op->fn(c);
+      invoke_guarded(op->fn, c);
       AtomicCounters::add(stats_.ops_completed, 1);
       recycle(op);
       ++n;

@@ -739,6 +739,17 @@ TEST_P(LoopTest, ReadIntoReadOnlyBufferThrowsAtOnce) {
   EXPECT_EQ(loop.pending(), 0u);
 }
 
+TEST_P(LoopTest, ThrowingHandlersDoNotBreakTheLoop) {
+  EventLoop loop(options());
+  int after = 0;
+  loop.execute([] { throw std::runtime_error("task"); });
+  loop.schedule(0ms, [](std::error_code) { throw std::runtime_error("timer"); });
+  loop.schedule(1ms, [&](std::error_code) { ++after; });
+  loop.execute([&] { ++after; });
+  ASSERT_TRUE(run_until(loop, [&] { return after == 2; }));
+  EXPECT_EQ(loop.pending(), 0u);
+}
+
 NIOX_INSTANTIATE_BACKENDS(LoopTest);
 
 TEST(LoopBackendChoice, NamedUnavailableBackendThrowsAndAutomaticAlwaysWorks) {

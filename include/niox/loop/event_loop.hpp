@@ -50,7 +50,8 @@
 //
 // Threads.  run()/run_once() and every operation-starting call happen on the loop thread (or
 // before the loop runs). From any other thread use execute(), stop(), counters(). Handlers must
-// not block.
+// not block. Nothing throws across the loop: an exception escaping a handler or task is printed
+// on stderr and the loop goes on (the handler still counts as run).
 //
 // Backends.  io_uring when a ring can be created (SINGLE_ISSUER|DEFER_TASKRUN where available,
 // COOP_TASKRUN otherwise), else epoll (edge-triggered), printed once on stderr.
