@@ -295,6 +295,11 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
     arm_timer(op);
     return h;
   }
+  bool two_fds = a.kind == OpKind::splice || a.kind == OpKind::transfer_to;
+  if (op->fd < 0 || (two_fds && op->fd_out < 0)) {
+    finish(op, std::make_error_code(std::errc::bad_file_descriptor));  // reported later, not thrown
+    return h;
+  }
   op->fd_is_socket = fd_state(op->fd).is_socket;
   op->lane = lane_of(a.kind);
   op->home_fd = (a.kind == OpKind::splice || a.kind == OpKind::transfer_to) ? a.fd_out : a.fd;

@@ -739,6 +739,29 @@ TEST_P(LoopTest, ReadIntoReadOnlyBufferThrowsAtOnce) {
   EXPECT_EQ(loop.pending(), 0u);
 }
 
+TEST_P(LoopTest, BadDescriptorsCompleteWithAnError) {
+  EventLoop loop(options());
+  std::error_code r1, r2;
+  loop.read(-1, ByteBuffer::allocate(4), [&](std::error_code ec, std::size_t, ByteBuffer) { r1 = ec; });
+  loop.transfer_to(-1, 0, 10, -1, [&](std::error_code ec, std::size_t) { r2 = ec; });
+  ASSERT_TRUE(run_until(loop, [&] { return r1 && r2; }));
+  EXPECT_EQ(r1, std::errc::bad_file_descriptor);
+  EXPECT_EQ(r2, std::errc::bad_file_descriptor);
+}
+
+TEST_P(LoopTest, DatagramFromAnUnnamedPeer) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair(SOCK_DGRAM);
+  ASSERT_EQ(::send(a.get(), "dg", 2, 0), 2);
+  std::size_t got = 0;
+  std::array<ByteBuffer, 1> in{ByteBuffer::allocate(8)};
+  loop.recvmsg(b.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>, const SocketAddress&, int) {
+    EXPECT_FALSE(ec);
+    got = n;
+  });
+  ASSERT_TRUE(run_until(loop, [&] { return got == 2; }));
+}
+
 TEST_P(LoopTest, ThrowingHandlersDoNotBreakTheLoop) {
   EventLoop loop(options());
   int after = 0;

@@ -234,8 +234,13 @@ class EventLoop {
     a.many = bufs;
     return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
       SocketAddress from;
-      if (c.peer && c.peer_len > 0) from = SocketAddress::from_sockaddr(
-          reinterpret_cast<const sockaddr*>(c.peer), c.peer_len);
+      if (c.peer && c.peer_len > sizeof(sa_family_t)) {
+        try {
+          from = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(c.peer), c.peer_len);
+        } catch (const std::exception&) {
+          // An address niox cannot name (unnamed or unusual family): the handler still runs.
+        }
+      }
       h(c.ec, c.bytes, c.buffers, static_cast<const SocketAddress&>(from), c.value);
     });
   }
