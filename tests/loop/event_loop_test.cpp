@@ -739,6 +739,61 @@ TEST_P(LoopTest, ReadIntoReadOnlyBufferThrowsAtOnce) {
   EXPECT_EQ(loop.pending(), 0u);
 }
 
+// More buffers than IOV_MAX in one gathering write: split into several calls, never EINVAL,
+// every buffer advanced, the stream exact.
+TEST_P(LoopTest, GatheringWriteOfMoreThanIovMaxBuffers) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  std::vector<ByteBuffer> bufs;
+  std::string expected;
+  for (int i = 0; i < 4096; ++i) {
+    std::string s = fmt::format("{:04}|", i);
+    if (i % 7 == 0) s.clear();  // zero-length buffers in between
+    expected += s;
+    bufs.push_back(text(s));
+  }
+  bool wrote = false;
+  loop.write(a.get(), bufs, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> done) {
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(n, expected.size());
+    for (auto& x : done) EXPECT_FALSE(x.has_remaining());
+    wrote = true;
+  });
+  std::string got;
+  std::function<void()> read_more = [&] {
+    loop.read(b.get(), ByteBuffer::allocate(4096), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+      ASSERT_FALSE(ec);
+      got += filled(buf);
+      if (got.size() < expected.size()) read_more();
+    });
+  };
+  read_more();
+  ASSERT_TRUE(run_until(loop, [&] { return wrote && got.size() == expected.size(); }));
+  EXPECT_TRUE(got == expected);
+  EXPECT_GE(loop.counters().gathering_writes, 4u);
+}
+
+// close() from inside a handler of the same descriptor, with another operation pending on it,
+// and close() twice: the pending one completes once, aborted; the second close reports EBADF.
+TEST_P(LoopTest, CloseFromInsideAHandlerAndTwice) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  int fd = b.release();
+  int aborted = 0;
+  std::error_code second;
+  loop.poll(fd, POLLPRI, [&](std::error_code ec, int) { aborted += ec == std::errc::operation_canceled; });
+  loop.read(fd, ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) {
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(n, 1u);
+    EXPECT_FALSE(loop.close(fd));
+    second = loop.close(fd);
+  });
+  ASSERT_EQ(::write(a.get(), "x", 1), 1);
+  ASSERT_TRUE(run_until(loop, [&] { return aborted == 1; }));
+  EXPECT_EQ(second, std::errc::bad_file_descriptor);
+  EXPECT_EQ(loop.pending(), 0u);
+}
+
 TEST_P(LoopTest, BadDescriptorsCompleteWithAnError) {
   EventLoop loop(options());
   std::error_code r1, r2;
