@@ -99,10 +99,35 @@ void EpollBackend::attempt(Operation* op) {
     ensure_nonblocking(op->fd);
     if (op->fd_out >= 0) ensure_nonblocking(op->fd_out);
   }
+  // Known not ready (the last attempt this way hit EAGAIN and no edge came since): wait.
+  bool in_dir = false, out_dir = false;
+  switch (op->kind) {
+    case OpKind::read: case OpKind::recvmsg: case OpKind::accept: case OpKind::accept_multishot:
+      in_dir = true;
+      break;
+    case OpKind::write: case OpKind::sendmsg:
+      out_dir = true;
+      break;
+    case OpKind::connect:
+      out_dir = op->connect_started;
+      break;
+    default:
+      break;
+  }
+  if (in_dir || out_dir) {
+    Fd& f = fd_entry(op->fd);
+    if (f.registered && ((in_dir && !f.readable) || (out_dir && !f.writable))) {
+      park(op);
+      return;
+    }
+  }
   AtomicCounters::add(core_.stats().kernel_entries, 1);
   long r = attempt_sync(*op);
   if (r == -EAGAIN) {
     park(op);
+    Fd& f = fd_entry(op->fd);
+    if (in_dir) f.readable = false;
+    if (out_dir) f.writable = false;
     return;
   }
   if (op->kind == OpKind::accept_multishot && r >= 0) {
@@ -171,8 +196,14 @@ void EpollBackend::wait(std::chrono::nanoseconds timeout) {
       continue;  // a registration that was forgotten meanwhile
     }
     Fd& f = fds_[fd];
-    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) wake_list(f.in);
-    if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) wake_list(f.out);
+    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+      f.readable = true;
+      wake_list(f.in);
+    }
+    if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+      f.writable = true;
+      wake_list(f.out);
+    }
     wake_list(f.any);
   }
   drain();

@@ -33,6 +33,10 @@ class EpollBackend final : public Backend {
     bool registered = false;
     bool unpollable = false;  // regular files: always ready, epoll refuses them
     bool nonblocking = false;
+    // Readiness as the edges told it (meaningful once registered): an attempt in a direction
+    // the last EAGAIN closed waits for the next edge instead of repeating the EAGAIN syscall.
+    bool readable = true;
+    bool writable = true;
     OpList in, out, any;
   };
   Fd& fd_entry(int fd);

@@ -322,6 +322,11 @@ bool LoopCore::prepare(Operation* op) {
       bool reading = op->kind == OpKind::read || op->kind == OpKind::read_at || op->kind == OpKind::recvmsg;
       op->iovcnt = static_cast<int>(reading ? scatter_iovecs(op->bufs, out) : gather_iovecs(op->bufs, out));
       if (op->iovcnt == 0 && op->kind != OpKind::recvmsg && op->kind != OpKind::sendmsg) return false;
+      if (op->kind == OpKind::read) {
+        op->length = 0;
+        for (int i = 0; i < op->iovcnt; ++i) op->length += op->iov[i].iov_len;
+        op->poll_first = op->linked && op->fd_is_socket && fds_[op->home_fd].read_drained;
+      }
       if (!reading && op->iovcnt > 1) {
         AtomicCounters::add(stats_.gathering_writes, 1);
         AtomicCounters::add(stats_.gathered_buffers, op->iovcnt);
@@ -366,6 +371,9 @@ void LoopCore::on_result(Operation& o, long res, bool more) {
         niox::advance(op->bufs, static_cast<std::size_t>(res));
         op->done += static_cast<std::size_t>(res);
         AtomicCounters::add(stats_.bytes_read, static_cast<std::uint64_t>(res));
+      }
+      if (op->kind == OpKind::read && op->linked && res >= 0) {
+        fds_[op->home_fd].read_drained = static_cast<std::size_t>(res) < op->length;
       }
       if (op->kind == OpKind::recvmsg && res >= 0) {
         op->value = op->msg.msg_flags;

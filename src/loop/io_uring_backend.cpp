@@ -171,7 +171,12 @@ bool IoUringBackend::prep(Operation& op) {
   const iovec& v = op.iov[0];
   switch (op.kind) {
     case OpKind::read:
-      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_recv(sqe, op.fd, v.iov_base, v.iov_len, 0);
+      if (op.fd_is_socket && op.iovcnt == 1) {
+        io_uring_prep_recv(sqe, op.fd, v.iov_base, v.iov_len, 0);
+        // The previous read drained the socket: arm the poll at once instead of a recv attempt
+        // that would only find EAGAIN.
+        if (op.poll_first && recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+      }
       else if (op.iovcnt == 1) io_uring_prep_read(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
       else io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
       break;
@@ -362,6 +367,11 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   if (op->kind == OpKind::accept_multishot && res == -EINVAL && multishot_accept_ &&
       !op->cancel_requested) {
     multishot_accept_ = false;  // kernel without multishot accept: one accept at a time
+    prep(*op);
+    return;
+  }
+  if (res == -EINVAL && op->kind == OpKind::read && op->poll_first && recv_poll_first_) {
+    recv_poll_first_ = false;  // a kernel without IORING_RECVSEND_POLL_FIRST
     prep(*op);
     return;
   }

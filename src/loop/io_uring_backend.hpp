@@ -54,6 +54,7 @@ class IoUringBackend final : public Backend {
   bool enabled_;
   bool has_op_[IORING_OP_LAST + 1] = {};
   bool multishot_accept_ = true;
+  bool recv_poll_first_ = true;
   OpList sync_ready_, backlog_;
   std::vector<std::uint64_t> pending_cancels_;
   int internal_fd_[3] = {-1, -1, -1};

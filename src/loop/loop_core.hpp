@@ -58,6 +58,7 @@ class LoopCore {
     Operation* all = nullptr;
     bool classified = false;
     bool is_socket = false;
+    bool read_drained = false;  // the last read got less than it asked for
   };
   struct TimerEntry {
     std::chrono::steady_clock::time_point deadline;

@@ -44,6 +44,7 @@ struct Operation {
   bool linked = false;            // in its descriptor's lists
   bool connect_started = false;   // epoll connect: ::connect already issued
   bool fd_is_socket = false;
+  bool poll_first = false;        // the socket was drained by the last read: wait, then read
 
   int fd = -1;
   int fd_out = -1;
