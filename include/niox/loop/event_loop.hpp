@@ -23,7 +23,7 @@
 // (accept_multishot: once per connection, then once with the final error), always on the loop
 // thread, never inside the call that started the operation. Handlers are stored inline in a
 // pooled operation object: once the pool is warm, starting and completing an operation
-// allocates nothing (handlers capturing more than 56 bytes take one heap block).
+// allocates nothing (handlers capturing more than 64 bytes take one heap block).
 //
 // Ordering.  Per descriptor, reads (read, recvmsg) complete in the order they were started, and
 // so do writes (write, sendmsg, splice into it, transfer_to into it): a loop keeps one read and
@@ -41,8 +41,9 @@
 // Memory from ByteBuffer::wrap() is the caller's to keep alive until then.
 //
 // Descriptors.  The caller opens descriptors (non-blocking, O_CLOEXEC) and gives them to the
-// loop by using them; the loop makes sockets non-blocking and never closes a descriptor unless
-// asked with close(fd). Close descriptors that have been used with a loop through close(fd)
+// loop by using them; the epoll backend switches a blocking one to non-blocking, and the loop
+// never closes a descriptor unless asked with close(fd). A splice or transfer_to belongs to its
+// output descriptor: close(fd_out) aborts it, close(fd_in) does not. Close descriptors that have been used with a loop through close(fd)
 // (or call release(fd) before closing them yourself): it aborts what is pending on the
 // descriptor (each handler gets operation_aborted once, later, when the kernel has let go of
 // the buffers) and guarantees that no stale completion ever touches a new descriptor that gets
