@@ -190,6 +190,7 @@ void LoopCore::recycle(Operation* op) noexcept {
   op->bstate = BackendState::none;
   op->lane = Lane::none;
   op->done = 0;
+  op->deferred_res = 0;
   op->value = 0;
   op->ticks = 0;
   op->addrlen = 0;
@@ -429,7 +430,18 @@ void LoopCore::on_result(Operation& o, long res, bool more) {
         }
         return;
       }
+      if (more) {
+        // An error the kernel would keep the multishot armed after (EMFILE...): stop it, and
+        // report this error once the final CQE says the kernel let go.
+        if (!op->cancel_requested) {
+          op->deferred_res = res;
+          op->cancel_requested = true;
+          backend_->cancel(*op);
+        }
+        return;
+      }
       op->value = -1;
+      if (op->deferred_res < 0) return finish(op, errno_code(op->deferred_res));
       return finish(op, aborted ? operation_aborted() : errno_code(res));
     case OpKind::connect:
       return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});

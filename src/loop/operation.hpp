@@ -55,6 +55,7 @@ struct Operation {
   int events = 0;
   int value = 0;
   std::size_t done = 0;  // bytes moved so far
+  long deferred_res = 0;  // multishot: the error to report once the kernel has stopped
   std::error_code ec;
 
   std::vector<ByteBuffer> bufs;  // capacity kept across reuse

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 namespace niox {
@@ -249,6 +250,54 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   EXPECT_EQ(calls_after_final, 0);
   EXPECT_FALSE(loop.cancel(h));
   loop.release(listener.get());
+}
+
+// EMFILE on accept: the multishot accept ends with that error (no busy loop), and accepting
+// works again once descriptors are available.
+TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
+  EventLoop loop(options());
+  LoopFd listener = test::loop_tcp_listener();
+  std::vector<LoopFd> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(test::loop_tcp_socket());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(test::local_port(listener.get()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::connect(clients.back().get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  loop.run_once();
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit tight = old;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> accepted;
+  std::error_code final_ec;
+  int calls = 0;
+  loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
+    ++calls;
+    if (ec) final_ec = ec;
+    else accepted.push_back(fd);
+  });
+  bool ended = run_until(loop, [&] { return static_cast<bool>(final_ec); }, std::chrono::seconds(10));
+  int calls_at_end = calls;
+  loop.run_once(20ms);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(final_ec, std::errc::too_many_files_open);
+  EXPECT_EQ(calls, calls_at_end);  // nothing more after the final call: no spinning
+  EXPECT_TRUE(accepted.empty());
+  // Descriptors are back: accepting resumes where it stopped.
+  loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
+    if (!ec) accepted.push_back(fd);
+  });
+  ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 3; }));
+  for (int fd : accepted) loop.close(fd);
+  loop.close(listener.release());
 }
 
 TEST_P(LoopTest, DatagramsWithAddresses) {
