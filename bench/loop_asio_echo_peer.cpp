@@ -40,7 +40,16 @@ int main(int argc, char** argv) {
     else if (k == "--buffer") buffer = std::strtoul(argv[i + 1], nullptr, 10);
   }
   asio::io_context io(1);
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), port});
+  asio::ip::tcp::acceptor acceptor(io);
+  std::error_code ec;
+  acceptor.open(asio::ip::tcp::v4(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind({asio::ip::make_address("127.0.0.1"), port}, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    std::fprintf(stderr, "listen on 127.0.0.1:%u: %s\n", port, ec.message().c_str());
+    return 1;
+  }
   std::function<void()> accept = [&] {
     acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket s) {
       if (!ec) {
