@@ -83,50 +83,46 @@ void ByteToMessageDecoder::call_decode(ChannelHandlerContext& ctx, bool last) {
     return;  // re-entered from a handler behind us: the outer loop picks the bytes up
   }
   decoding_ = true;
-  std::exception_ptr error;
-  try {
-    while (!failed_ && (cumulation_.has_remaining() || last)) {
-      std::size_t before = cumulation_.remaining();
-      out_.clear();
+  while (!failed_ && (cumulation_.has_remaining() || last)) {
+    std::size_t before = cumulation_.remaining();
+    std::exception_ptr error;
+    out_.clear();
+    try {
       if (last) {
-        decode_last(ctx, cumulation_, out_);
         last = false;
+        decode_last(ctx, cumulation_, out_);
       } else {
         decode(ctx, cumulation_, out_);
       }
-      std::size_t produced = out_.size();
-      for (auto& m : out_) {
-        ctx.fire_channel_read(std::move(m));
-      }
-      out_.clear();
-      if (ctx.is_removed()) {
+    } catch (const DecoderException&) {
+      error = std::current_exception();
+    } catch (const std::exception& e) {
+      error = std::make_exception_ptr(DecoderException(e.what()));
+    }
+    // Frames decoded before an error still go first.
+    std::size_t produced = out_.size();
+    for (auto& m : out_) {
+      ctx.fire_channel_read(std::move(m));
+    }
+    out_.clear();
+    bool progressed = before != cumulation_.remaining();
+    if (!error && produced != 0 && !progressed) {
+      error = std::make_exception_ptr(
+          DecoderException("decode() produced a frame without consuming input"));
+    }
+    if (error) {
+      fail(ctx, error);
+      if (!progressed) {
         break;
       }
-      if (produced == 0) {
-        if (before == cumulation_.remaining()) {
-          break;  // needs more input
-        }
-        continue;
-      }
-      if (before == cumulation_.remaining()) {
-        throw DecoderException("decode() produced a frame without consuming input");
-      }
+      continue;  // not closing: go on after the bytes the decoder skipped, like a new read would
     }
-  } catch (const DecoderException&) {
-    error = std::current_exception();
-  } catch (const std::exception& e) {
-    error = std::make_exception_ptr(DecoderException(e.what()));
+    if (ctx.is_removed() || (produced == 0 && !progressed)) {
+      break;  // removed, or needs more input
+    }
   }
-  // Frames decoded before the error were pushed already; pass on those still in out_.
-  for (auto& m : out_) {
-    ctx.fire_channel_read(std::move(m));
-  }
-  out_.clear();
   decoding_ = false;
   release_if_drained();
-  if (error) {
-    fail(ctx, error);
-  }
 }
 
 void ByteToMessageDecoder::fail(ChannelHandlerContext& ctx, std::exception_ptr cause) {

@@ -569,3 +569,16 @@ TEST(HeaderBodyDecoder, TooSmallOrReadOnlyTargetsAreDecodeErrors) {
   r = run_decoder(read_only, bytes_of(header("AA", 5) + "hello"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"E:decoder failed"}));
 }
+
+TEST(LengthFieldBasedFrameDecoder, GoesOnAfterACorruptedFrameWhenNotClosing) {
+  auto make = [] {
+    auto d = std::make_shared<LengthFieldBasedFrameDecoder>(100, 0, 8, 0, 8);
+    d->set_close_on_decode_error(false);
+    return d;
+  };
+  std::string in = be_length(std::uint64_t{1} << 63, 8) + be_length(2, 8) + "ok" +
+                   be_length(1, 8) + "!";
+  auto r = expect_split_independent(make, in, 100);
+  EXPECT_EQ(r.events, (std::vector<std::string>{"E:corrupted frame", "F:ok", "F:!"}));
+  EXPECT_FALSE(r.closed);
+}
