@@ -114,7 +114,8 @@ ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   return p.future();
 }
 void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise) {
-  // Keep prev_ now: the write may remove handlers.
+  // Keep prev_ now, and keep it alive: the write may remove handlers.
+  ChannelPipeline::Frame frame(*pipeline_);
   auto* target = prev_;
   target->invoke_write(std::move(msg), std::move(promise));
   target->invoke_flush();

@@ -425,3 +425,20 @@ TEST(EmbeddedChannel, ShutdownOutputWaitsForFlushedWritesAndRefusesLaterOnes) {
                         ch.written_bytes().size()),
             "hello");
 }
+
+TEST(ChannelPipeline, HandlerRemovingItselfInWriteStillGetsTheFlushThrough) {
+  // write_and_flush from outside any event: the handler that saw the write is gone when the
+  // flush follows; the flush must still pass its (removed) context safely.
+  struct OneShotWriter : ChannelOutboundHandlerAdapter {
+    void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+      ctx.pipeline().remove(*this);
+      ctx.write(std::move(msg), std::move(p));
+    }
+  };
+  EmbeddedChannel ch({std::make_shared<OneShotWriter>()});
+  auto f = ch.write_and_flush(std::string("x"));
+  ch.run_pending_tasks();
+  EXPECT_TRUE(f.is_success());
+  EXPECT_EQ(read_out_string(ch), "x");
+  EXPECT_TRUE(ch.pipeline().empty());
+}
