@@ -211,10 +211,31 @@ void Channel::notify_write_error(std::error_code ec) {
 }
 
 void Channel::unsafe_read() {
-  if (closed_ || !is_active()) {
+  if (closed_ || !is_active() || input_shutdown_) {
     return;
   }
+  read_pending_ = true;
   do_read_begin();
+}
+
+void Channel::notify_read(ByteBuffer bytes) {
+  read_pending_ = false;
+  pipeline_.fire_channel_read(std::move(bytes));
+}
+
+void Channel::notify_read_complete() { pipeline_.fire_channel_read_complete(); }
+
+void Channel::notify_input_shutdown() {
+  if (closed_ || input_shutdown_) {
+    return;
+  }
+  read_pending_ = false;
+  if (config_.is_allow_half_closure()) {
+    input_shutdown_ = true;
+    pipeline_.fire_user_event_triggered(ChannelInputShutdownEvent{});
+  } else {
+    close_for_transport();
+  }
 }
 
 void Channel::notify_active() {

@@ -109,6 +109,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::size_t bytes_before_unwritable() const noexcept;
   std::size_t bytes_before_writable() const noexcept;
   bool is_output_shutdown() const noexcept { return output_shutdown_ || output_shutdown_pending_; }
+  bool is_input_shutdown() const noexcept { return input_shutdown_; }
 
   // Completes when the channel has closed (always successfully).
   ChannelFuture close_future() const noexcept { return close_promise_.future(); }
@@ -156,6 +157,16 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // ---- What a transport calls ----------------------------------------------------------------
   // The connection is up: fires channel_active, then read() when auto_read is on.
   void notify_active();
+  // Bytes arrived: fires channel_read (the buffer now belongs to the pipeline).
+  void notify_read(ByteBuffer bytes);
+  // A read batch ended: fires channel_read_complete. Afterwards the transport keeps reading
+  // only while should_keep_reading() — AUTO_READ off stops reading until read() is called,
+  // which is how a handler pushes back on a fast peer.
+  void notify_read_complete();
+  bool should_keep_reading() const noexcept { return config_.is_auto_read() || read_pending_; }
+  // The peer shut down its output (EOF). With allow_half_closure: fires
+  // ChannelInputShutdownEvent and the channel stays open for writing; otherwise closes it.
+  void notify_input_shutdown();
   // Write readiness is back (EPOLLOUT, a write CQE): clears write-pending and flushes again.
   void notify_writable_again();
   // A write failed: fails the flushed writes with `ec` and closes the channel.
@@ -198,6 +209,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool output_shutdown_pending_ = false;
   bool output_shutdown_ = false;
   bool active_fired_ = false;
+  bool read_pending_ = false;
+  bool input_shutdown_ = false;
   // Declared last: handlers' handler_removed() may still use the channel while it is destroyed.
   ChannelPipeline pipeline_;
 };

@@ -100,6 +100,18 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   bool write_inbound(std::initializer_list<Message> msgs);
   bool write_inbound(Message msg) { return write_inbound({std::move(msg)}); }
   std::optional<Message> read_inbound();
+  // Like a transport: bytes through notify_read (clearing a pending read()), then
+  // read_complete; and the peer's FIN through notify_input_shutdown.
+  void simulate_read(ByteBuffer bytes) {
+    notify_read(std::move(bytes));
+    notify_read_complete();
+    run_pending_tasks();
+  }
+  void simulate_input_shutdown() {
+    notify_input_shutdown();
+    run_pending_tasks();
+  }
+  using Channel::should_keep_reading;
   std::deque<Message>& inbound_messages() noexcept { return inbound_; }
   // User events that reached the tail.
   std::deque<std::any>& user_events() noexcept { return user_events_; }
