@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace niox;
@@ -441,4 +444,83 @@ TEST(ChannelPipeline, HandlerRemovingItselfInWriteStillGetsTheFlushThrough) {
   EXPECT_TRUE(f.is_success());
   EXPECT_EQ(read_out_string(ch), "x");
   EXPECT_TRUE(ch.pipeline().empty());
+}
+
+namespace {
+// An executor owned by the test thread: other threads only queue.
+struct QueueExecutor : Executor {
+  std::thread::id owner = std::this_thread::get_id();
+  std::mutex mutex;
+  std::deque<Task> tasks;
+  void execute(Task t) override {
+    std::lock_guard lock(mutex);
+    tasks.push_back(std::move(t));
+  }
+  bool in_event_loop() const noexcept override { return std::this_thread::get_id() == owner; }
+  ScheduledFuture schedule(std::chrono::nanoseconds, Task t) override {
+    execute(std::move(t));
+    return {};
+  }
+  void run() {
+    for (;;) {
+      Task t;
+      {
+        std::lock_guard lock(mutex);
+        if (tasks.empty()) {
+          return;
+        }
+        t = std::move(tasks.front());
+        tasks.pop_front();
+      }
+      t();
+    }
+  }
+};
+
+// The smallest transport: takes every flushed buffer whole.
+struct RecordingChannel : Channel {
+  explicit RecordingChannel(Executor& e) : Channel(e) {}
+  ~RecordingChannel() override { destroy_pipeline(); }
+  std::vector<std::string> written;
+  bool open = true;
+  bool is_open() const noexcept override { return open; }
+  bool is_active() const noexcept override { return open; }
+  void do_write(OutboundBuffer& out) override {
+    while (auto* m = out.current()) {
+      written.emplace_back(m->get<ByteBuffer>().string_view());
+      out.remove();
+    }
+  }
+  void do_close() noexcept override { open = false; }
+  std::error_code do_shutdown_output() noexcept override { return {}; }
+  void do_read_begin() override {}
+  using Channel::notify_active;
+};
+}  // namespace
+
+TEST(Channel, OperationsFromAnotherThreadAreHandedToTheExecutor) {
+  QueueExecutor loop;
+  auto ch = std::make_shared<RecordingChannel>(loop);
+  ChannelFuture f;
+  std::thread other([&] { f = ch->write_and_flush(ByteBuffer::wrap(std::string_view("x"))); });
+  other.join();
+  EXPECT_TRUE(ch->written.empty());  // nothing ran on the other thread
+  EXPECT_FALSE(f.is_done());
+  loop.run();
+  EXPECT_EQ(ch->written, (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(f.is_success());
+  ch->close();
+  loop.run();
+  EXPECT_FALSE(ch->is_open());
+}
+
+TEST(Channel, TheDefaultTailLogsAndDropsUnhandledInbound) {
+  QueueExecutor loop;
+  auto ch = std::make_shared<RecordingChannel>(loop);
+  ::testing::internal::CaptureStderr();
+  ch->pipeline().fire_channel_read(ByteBuffer::allocate(3));
+  ch->pipeline().fire_exception_caught(std::make_exception_ptr(std::runtime_error("lost")));
+  auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("reached the tail"), std::string::npos);
+  EXPECT_NE(err.find("lost"), std::string::npos);
 }
