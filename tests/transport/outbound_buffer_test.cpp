@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 using namespace niox;
@@ -440,4 +441,37 @@ TEST(OutboundBuffer, FileRegionBeyondTheEndOfTheFileFailsCleanly) {
   EXPECT_EQ(w.cause(), transport::Errc::file_region_truncated);
   EXPECT_EQ(calls, 0);  // refused before the first transfer, no spin
   EXPECT_FALSE(ch.is_open());
+}
+
+TEST(OutboundBuffer, MoreThanTwoGibibytesAreSplitAtTheKernelsPerCallLimit) {
+  // 3 GiB of address space reserved, never touched: gather only computes iovecs.
+  constexpr std::size_t gib = std::size_t{1} << 30;
+  void* region = ::mmap(nullptr, 3 * gib, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  auto* base = static_cast<std::byte*>(region);
+  OutboundBuffer out;
+  out.set_hard_limit(4 * gib);
+  for (int i = 0; i < 3; ++i) {
+    out.add_message(ByteBuffer::wrap(std::span<std::byte>(base + i * gib, gib)), {});
+  }
+  out.add_flush();
+  std::size_t total = 0;
+  int calls = 0;
+  while (!out.is_empty()) {
+    auto g = out.gather();
+    EXPECT_LE(g.bytes, max_bytes_per_call);
+    std::size_t sum = 0;
+    for (const auto& v : g.iovecs) {
+      EXPECT_EQ(static_cast<std::byte*>(v.iov_base), base + total + sum);  // contiguous order
+      sum += v.iov_len;
+    }
+    EXPECT_EQ(sum, g.bytes);
+    total += g.bytes;
+    out.remove_bytes(g.bytes);
+    ++calls;
+  }
+  EXPECT_EQ(total, 3 * gib);
+  EXPECT_EQ(calls, 2);
+  ::munmap(region, 3 * gib);
 }
