@@ -582,3 +582,27 @@ TEST(LengthFieldBasedFrameDecoder, GoesOnAfterACorruptedFrameWhenNotClosing) {
   EXPECT_EQ(r.events, (std::vector<std::string>{"E:corrupted frame", "F:ok", "F:!"}));
   EXPECT_FALSE(r.closed);
 }
+
+TEST(ByteToMessageDecoder, RemovingTheDecoderPassesUndecodedBytesOn) {
+  // E.g. a protocol switch: the decoder leaves, the bytes it held go to the next handler.
+  EmbeddedChannel ch({std::make_shared<LengthFieldBasedFrameDecoder>(100, 0, 2, 0, 2)});
+  auto name = ch.pipeline().names().front();
+  std::string in = be_length(3, 2) + "abc" + be_length(5, 2) + "de";
+  ch.write_inbound(ByteBuffer::wrap(std::string_view(in)));
+  auto frame = ch.read_inbound();
+  ASSERT_TRUE(frame);
+  EXPECT_EQ(frame->get<ByteBuffer>().string_view(), "abc");
+  EXPECT_FALSE(ch.read_inbound());
+  ch.pipeline().remove(name);
+  auto rest = ch.read_inbound();
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->get<ByteBuffer>().string_view(), be_length(5, 2) + "de");
+}
+
+TEST(ByteToMessageDecoder, NonBytesPassThrough) {
+  EmbeddedChannel ch({std::make_shared<LineBasedFrameDecoder>(10)});
+  ch.write_inbound(std::string("an object"));
+  auto m = ch.read_inbound();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->get<std::string>(), "an object");
+}
