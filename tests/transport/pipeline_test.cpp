@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -523,4 +524,74 @@ TEST(Channel, TheDefaultTailLogsAndDropsUnhandledInbound) {
   auto err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("reached the tail"), std::string::npos);
   EXPECT_NE(err.find("lost"), std::string::npos);
+}
+
+namespace {
+// On every event it sees, randomly removes itself, inserts a fresh mutator after itself, or
+// replaces its successor — always forwarding the event. Under ASan this checks that contexts
+// removed mid-event stay valid until the event has left them.
+struct Mutator : ChannelDuplexHandler {
+  std::mt19937* rng;
+  int* counter;
+  explicit Mutator(std::mt19937& r, int& c) : rng(&r), counter(&c) {}
+  void mutate(ChannelHandlerContext& ctx) {
+    auto& p = ctx.pipeline();
+    switch ((*rng)() % 6) {
+      case 0:
+        if (!ctx.is_removed()) {
+          p.remove(*this);
+        }
+        break;
+      case 1:
+        if (!ctx.is_removed() && p.names().size() < 12) {
+          p.add_after(ctx.name(), "m" + std::to_string((*counter)++),
+                      std::make_shared<Mutator>(*rng, *counter));
+        }
+        break;
+      case 2: {
+        auto names = p.names();
+        if (!names.empty()) {
+          auto victim = names[(*rng)() % names.size()];
+          p.replace(victim, "m" + std::to_string((*counter)++),
+                    std::make_shared<Mutator>(*rng, *counter));
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    mutate(ctx);
+    ctx.fire_channel_read(std::move(msg));
+  }
+  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+    mutate(ctx);
+    ctx.write(std::move(msg), std::move(p));
+  }
+};
+}  // namespace
+
+TEST(ChannelPipeline, RandomMutationDuringEventsNeverLosesOrDuplicatesAMessage) {
+  std::mt19937 rng(99);
+  int counter = 0;
+  EmbeddedChannel ch;
+  for (int i = 0; i < 4; ++i) {
+    ch.pipeline().add_last("m" + std::to_string(counter++), std::make_shared<Mutator>(rng, counter));
+  }
+  for (int i = 0; i < 2000; ++i) {
+    if (ch.pipeline().empty()) {
+      ch.pipeline().add_last("m" + std::to_string(counter++), std::make_shared<Mutator>(rng, counter));
+    }
+    ch.write_inbound(std::string("in") + std::to_string(i));
+    auto in = ch.read_inbound();
+    ASSERT_TRUE(in);
+    EXPECT_EQ(in->get<std::string>(), "in" + std::to_string(i));
+    EXPECT_FALSE(ch.read_inbound());
+    ch.write_outbound(std::string("out") + std::to_string(i));
+    auto out = ch.read_outbound();
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->get<std::string>(), "out" + std::to_string(i));
+    EXPECT_FALSE(ch.read_outbound());
+  }
 }

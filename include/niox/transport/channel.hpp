@@ -3,7 +3,8 @@
 // A Channel belongs to one Executor (its event loop) for life; its pipeline, handlers and
 // outbound buffer are used on that thread only. The outbound operations here (write, flush,
 // read, close, shutdown_output) may be called from any thread: off the loop they are handed over
-// with execute(). They enter the pipeline at the tail; the head turns them into the transport
+// with execute(), and the task keeps the channel alive — so a channel used from other threads
+// must be owned by a std::shared_ptr. They enter the pipeline at the tail; the head turns them into the transport
 // operations below.
 //
 // Concrete transports (the loop-backed socket channel, EmbeddedChannel) derive from Channel and
