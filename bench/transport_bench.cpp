@@ -45,7 +45,8 @@ void BM_LengthFieldDecode(benchmark::State& state) {
     stream.insert(stream.end(), frame, std::byte{'x'});
   }
   EmbeddedChannel ch;
-  ch.pipeline().add_last("dec", std::make_shared<LengthFieldBasedFrameDecoder>(1 << 20, 0, 4, 0, 4));
+  ch.pipeline().add_last("dec",
+                         std::make_shared<LengthFieldBasedFrameDecoder>(1 << 20, 0, 4, 0, 4));
   auto sink = std::make_shared<Sink>();
   ch.pipeline().add_last("sink", sink);
   std::size_t bytes = 0;

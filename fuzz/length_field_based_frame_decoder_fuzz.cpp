@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     o.length_adjustment *= 0x1000000000000LL;  // near the overflow edges
   }
   o.initial_bytes_to_strip = in.byte() % 16;
-  if (o.max_frame_length < o.length_field_offset + static_cast<std::size_t>(o.length_field_length)) {
+  if (o.max_frame_length <
+      o.length_field_offset + static_cast<std::size_t>(o.length_field_length)) {
     o.max_frame_length = o.length_field_offset + static_cast<std::size_t>(o.length_field_length);
   }
   niox::fuzz::check_split_independence(in, [&] {

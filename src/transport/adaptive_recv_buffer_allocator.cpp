@@ -65,7 +65,8 @@ void AdaptiveRecvBufferAllocator::Handle::reset(const ChannelConfig& config) {
   reset(config.max_messages_per_read(), config.is_auto_read());
 }
 
-void AdaptiveRecvBufferAllocator::Handle::reset(int max_messages_per_read, bool auto_read) noexcept {
+void AdaptiveRecvBufferAllocator::Handle::reset(int max_messages_per_read,
+                                                bool auto_read) noexcept {
   max_messages_ = max_messages_per_read;
   auto_read_ = auto_read;
   messages_ = 0;

@@ -66,7 +66,8 @@ Channel::Channel(Executor& executor)
       config_(*this),
       close_promise_(executor),
       pipeline_(*this) {
-  outbound_.set_writability_listener([this](bool) { pipeline_.fire_channel_writability_changed(); });
+  outbound_.set_writability_listener(
+      [this](bool) { pipeline_.fire_channel_writability_changed(); });
 }
 
 Channel::~Channel() { pipeline_.destroy(); }
@@ -142,9 +143,10 @@ bool Channel::accepts_outbound(const Message& msg) const noexcept {
 }
 
 void Channel::on_unhandled_inbound_message(Message msg) {
-  detail::log_warn("channel {}: a message reached the tail of the pipeline and was dropped "
-                   "(bytes: {}); check the pipeline configuration",
-                   id_, msg.readable_bytes());
+  detail::log_warn(
+      "channel {}: a message reached the tail of the pipeline and was dropped "
+      "(bytes: {}); check the pipeline configuration",
+      id_, msg.readable_bytes());
 }
 void Channel::on_unhandled_inbound_exception(std::exception_ptr cause) {
   detail::log_warn("channel {}: an exception reached the tail of the pipeline: {}", id_,
@@ -254,9 +256,8 @@ void Channel::close_for_transport() { unsafe_close(ChannelPromise()); }
 void Channel::unsafe_close(ChannelPromise promise) {
   if (closed_) {
     // Completes when the first close did (it already has: close is synchronous here).
-    close_promise_.future().add_listener([promise](const std::error_code&) mutable {
-      promise.try_success();
-    });
+    close_promise_.future().add_listener(
+        [promise](const std::error_code&) mutable { promise.try_success(); });
     return;
   }
   bool was_active = active_fired_;
@@ -271,7 +272,8 @@ void Channel::unsafe_close(ChannelPromise promise) {
     // Later, like Netty: handlers see inactive after the close call returned.
     // A shared_ptr-owned channel is kept alive by the task; one that is not (a stack
     // EmbeddedChannel) owns its executor, so the task dies with it.
-    executor_->execute([this, self = weak_from_this().lock()] { pipeline_.fire_channel_inactive(); });
+    executor_->execute(
+        [this, self = weak_from_this().lock()] { pipeline_.fire_channel_inactive(); });
   }
 }
 

@@ -133,7 +133,9 @@ ChannelFuture ChannelHandlerContext::close() {
   close(p);
   return p.future();
 }
-void ChannelHandlerContext::close(ChannelPromise promise) { prev_->invoke_close(std::move(promise)); }
+void ChannelHandlerContext::close(ChannelPromise promise) {
+  prev_->invoke_close(std::move(promise));
+}
 ChannelFuture ChannelHandlerContext::shutdown_output() {
   auto p = new_promise();
   shutdown_output(p);
@@ -143,27 +145,21 @@ void ChannelHandlerContext::shutdown_output(ChannelPromise promise) {
   prev_->invoke_shutdown_output(std::move(promise));
 }
 
-namespace {
-}  // namespace
+// Invocations: a throwing inbound handler's exception goes to its own exception_caught; a
+// throwing outbound handler fails the promise. The Frame keeps removed contexts alive until
+// the outermost call returns.
 
-// Invocations: a throwing inbound handler's exception goes to exception_caught of its
-// successors; a throwing outbound handler fails the promise. The Frame keeps removed contexts
-// alive until the outermost call returns.
-
-#define NIOX_INVOKE_INBOUND(call)                         \
-  ChannelPipeline::Frame frame(*pipeline_);               \
-  try {                                                   \
-    call;                                                 \
-  } catch (...) {                                         \
-    pass_exception_on(std::current_exception());          \
+#define NIOX_INVOKE_INBOUND(call)                \
+  ChannelPipeline::Frame frame(*pipeline_);      \
+  try {                                          \
+    call;                                        \
+  } catch (...) {                                \
+    pass_exception_on(std::current_exception()); \
   }
 
 void ChannelHandlerContext::pass_exception_on(std::exception_ptr cause) {
-  if (next_ != nullptr) {
-    next_->invoke_exception_caught(std::move(cause));
-  } else {
-    detail::log_warn("exception at the end of the pipeline: {}", detail::describe(cause));
-  }
+  // Netty: the throwing handler's own exception_caught sees it first.
+  invoke_exception_caught(std::move(cause));
 }
 
 void ChannelHandlerContext::invoke_channel_active() {

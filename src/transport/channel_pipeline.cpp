@@ -50,8 +50,10 @@ class TailHandler final : public ChannelHandler {
 
 ChannelPipeline::ChannelPipeline(Channel& channel)
     : channel_(&channel),
-      head_owner_(new ChannelHandlerContext(*this, "head", std::make_shared<detail::HeadHandler>())),
-      tail_owner_(new ChannelHandlerContext(*this, "tail", std::make_shared<detail::TailHandler>())),
+      head_owner_(
+          new ChannelHandlerContext(*this, "head", std::make_shared<detail::HeadHandler>())),
+      tail_owner_(
+          new ChannelHandlerContext(*this, "tail", std::make_shared<detail::TailHandler>())),
       head_(head_owner_.get()),
       tail_(tail_owner_.get()) {
   head_->next_ = tail_;

@@ -45,9 +45,8 @@ std::size_t EmbeddedEventLoop::run_pending_tasks() {
 }
 
 std::size_t EmbeddedEventLoop::scheduled_tasks() const noexcept {
-  return static_cast<std::size_t>(std::count_if(timers_.begin(), timers_.end(), [](const auto& t) {
-    return !t.second.state->is_done();
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      timers_.begin(), timers_.end(), [](const auto& t) { return !t.second.state->is_done(); }));
 }
 
 std::optional<Executor::Clock::time_point> EmbeddedEventLoop::next_scheduled_time() const noexcept {

@@ -9,8 +9,7 @@
 namespace niox {
 
 HeaderBodyDecoder::HeaderBodyDecoder(std::size_t header_length, std::size_t max_body_length,
-                                     BodyLengthFunction body_length,
-                                     BodyTargetFunction body_target)
+                                     BodyLengthFunction body_length, BodyTargetFunction body_target)
     : header_length_(header_length),
       max_body_length_(max_body_length),
       body_length_(std::move(body_length)),

@@ -8,13 +8,19 @@
 namespace niox {
 
 LengthFieldBasedFrameDecoder::LengthFieldBasedFrameDecoder(const Options& options)
-    : o_(options), length_field_end_offset_(options.length_field_offset +
-                                            static_cast<std::size_t>(options.length_field_length)) {
+    : o_(options),
+      length_field_end_offset_(options.length_field_offset +
+                               static_cast<std::size_t>(options.length_field_length)) {
   if (o_.max_frame_length == 0) {
     throw IllegalArgumentException("max_frame_length must be a positive integer");
   }
   switch (o_.length_field_length) {
-    case 1: case 2: case 3: case 4: case 8: break;
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 8:
+      break;
     default:
       throw IllegalArgumentException(fmt::format(
           "length_field_length must be either 1, 2, 3, 4, or 8: {}", o_.length_field_length));
@@ -73,8 +79,8 @@ void LengthFieldBasedFrameDecoder::fail_if_necessary(bool first_detection) {
     too_long_frame_length_ = 0;
     discarding_too_long_frame_ = false;
     if (!o_.fail_fast || first_detection) {
-      throw TooLongFrameException(fmt::format(
-          "Adjusted frame length exceeds {}: {} - discarded", o_.max_frame_length, len));
+      throw TooLongFrameException(fmt::format("Adjusted frame length exceeds {}: {} - discarded",
+                                              o_.max_frame_length, len));
     }
   } else if (o_.fail_fast && first_detection) {
     throw TooLongFrameException(fmt::format("Adjusted frame length exceeds {}: {} - discarding",
@@ -101,17 +107,17 @@ void LengthFieldBasedFrameDecoder::decode(ChannelHandlerContext&, ByteBuffer& in
   std::int64_t adjusted = 0;
   std::int64_t frame = 0;
   if (__builtin_add_overflow(raw, o_.length_adjustment, &adjusted) ||
-      __builtin_add_overflow(adjusted, static_cast<std::int64_t>(length_field_end_offset_), &frame)) {
+      __builtin_add_overflow(adjusted, static_cast<std::int64_t>(length_field_end_offset_),
+                             &frame)) {
     in.position(in.position() + length_field_end_offset_);
-    throw CorruptedFrameException(fmt::format(
-        "Adjusted frame length overflows: {} + {} + {}", raw, o_.length_adjustment,
-        length_field_end_offset_));
+    throw CorruptedFrameException(fmt::format("Adjusted frame length overflows: {} + {} + {}", raw,
+                                              o_.length_adjustment, length_field_end_offset_));
   }
   if (frame < static_cast<std::int64_t>(length_field_end_offset_)) {
     in.position(in.position() + length_field_end_offset_);
-    throw CorruptedFrameException(fmt::format(
-        "Adjusted frame length ({}) is less than length_field_end_offset: {}",
-        frame, length_field_end_offset_));
+    throw CorruptedFrameException(
+        fmt::format("Adjusted frame length ({}) is less than length_field_end_offset: {}", frame,
+                    length_field_end_offset_));
   }
   auto frame_length = static_cast<std::uint64_t>(frame);
   if (frame_length > o_.max_frame_length) {
@@ -124,9 +130,9 @@ void LengthFieldBasedFrameDecoder::decode(ChannelHandlerContext&, ByteBuffer& in
   }
   if (o_.initial_bytes_to_strip > length) {
     in.position(in.position() + length);
-    throw CorruptedFrameException(fmt::format(
-        "Adjusted frame length ({}) is less than initial_bytes_to_strip: {}", length,
-        o_.initial_bytes_to_strip));
+    throw CorruptedFrameException(
+        fmt::format("Adjusted frame length ({}) is less than initial_bytes_to_strip: {}", length,
+                    o_.initial_bytes_to_strip));
   }
   in.position(in.position() + o_.initial_bytes_to_strip);
   out.emplace_back(extract_frame(in, length - o_.initial_bytes_to_strip));

@@ -13,7 +13,12 @@ LengthFieldPrepender::LengthFieldPrepender(int length_field_length, std::int64_t
       includes_field_(length_includes_length_field_length),
       byte_order_(byte_order) {
   switch (length_field_length) {
-    case 1: case 2: case 3: case 4: case 8: break;
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 8:
+      break;
     default:
       throw IllegalArgumentException(fmt::format(
           "length_field_length must be either 1, 2, 3, 4, or 8: {}", length_field_length));
@@ -33,8 +38,8 @@ ByteBuffer LengthFieldPrepender::encode_header(std::size_t body_length) const {
   }
   auto n = static_cast<std::size_t>(length_field_length_);
   if (n < 8 && static_cast<std::uint64_t>(length) >= (std::uint64_t{1} << (8 * n))) {
-    throw IllegalArgumentException(fmt::format(
-        "length does not fit into a {}-byte length field: {}", n, length));
+    throw IllegalArgumentException(
+        fmt::format("length does not fit into a {}-byte length field: {}", n, length));
   }
   auto header = ByteBuffer::allocate(n);
   auto v = static_cast<std::uint64_t>(length);
@@ -68,7 +73,9 @@ void LengthFieldPrepender::write(ChannelHandlerContext& ctx, Message msg, Channe
   }
   // The first failure is the one to report (the close above fails the other part too).
   body_promise.add_listener([promise, header_promise, refused](const std::error_code& ec) mutable {
-    std::error_code cause = refused ? refused : header_promise.cause() ? header_promise.cause() : ec;
+    std::error_code cause = refused                  ? refused
+                            : header_promise.cause() ? header_promise.cause()
+                                                     : ec;
     if (cause) {
       promise.try_failure(cause);
     } else {

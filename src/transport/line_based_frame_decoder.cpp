@@ -65,8 +65,8 @@ void LineBasedFrameDecoder::decode(ChannelHandlerContext&, ByteBuffer& in,
       offset_ = 0;
       if (fail_fast_) {
         throw TooLongFrameException(
-            fmt::format("frame length (over {}) exceeds the allowed maximum ({})",
-                        discarded_bytes_, max_length_));
+            fmt::format("frame length (over {}) exceeds the allowed maximum ({})", discarded_bytes_,
+                        max_length_));
       }
     }
     return;

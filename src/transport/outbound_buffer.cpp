@@ -133,8 +133,8 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
       if (n == max_iovecs) {
         break;
       }
-      n += gather_iovecs(std::span<const ByteBuffer>(b, 1),
-                         std::span<iovec>(iovecs_.data() + n, 1), budget);
+      n += gather_iovecs(std::span<const ByteBuffer>(b, 1), std::span<iovec>(iovecs_.data() + n, 1),
+                         budget);
       last_is_scratch = false;
     }
     budget -= piece;
@@ -237,7 +237,8 @@ void OutboundBuffer::set_max_bytes_per_write(std::size_t bytes) noexcept {
   max_bytes_ = std::clamp<std::size_t>(bytes, 1, max_bytes_per_call);
 }
 
-void OutboundBuffer::adapt_max_bytes_per_write(std::size_t attempted, std::size_t written) noexcept {
+void OutboundBuffer::adapt_max_bytes_per_write(std::size_t attempted,
+                                               std::size_t written) noexcept {
   constexpr std::size_t low_threshold = 4096;
   if (attempted == written) {
     if (attempted * 2 > max_bytes_) {

@@ -89,23 +89,28 @@ TEST(LengthFieldBasedFrameDecoder, NettyJavadocExamples) {
                        bytes_of(be_length(12, 2) + "HELLO, WORLD"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:" + be_length(12, 2) + "HELLO, WORLD"}));
   // Strip the header.
-  r = run_decoder(length_field({.max_frame_length = 100, .length_field_length = 2,
-                                .initial_bytes_to_strip = 2}),
-                  bytes_of(be_length(12, 2) + "HELLO, WORLD"));
+  r = run_decoder(
+      length_field(
+          {.max_frame_length = 100, .length_field_length = 2, .initial_bytes_to_strip = 2}),
+      bytes_of(be_length(12, 2) + "HELLO, WORLD"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:HELLO, WORLD"}));
   // Length includes the header: adjustment -2.
-  r = run_decoder(length_field({.max_frame_length = 100, .length_field_length = 2,
-                                .length_adjustment = -2, .initial_bytes_to_strip = 2}),
+  r = run_decoder(length_field({.max_frame_length = 100,
+                                .length_field_length = 2,
+                                .length_adjustment = -2,
+                                .initial_bytes_to_strip = 2}),
                   bytes_of(be_length(14, 2) + "HELLO, WORLD"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:HELLO, WORLD"}));
   // 3-byte length after a 2-byte header, full frame kept.
-  r = run_decoder(length_field({.max_frame_length = 100, .length_field_offset = 2,
-                                .length_field_length = 3}),
-                  bytes_of("\xCA\xFE" + be_length(12, 3) + "HELLO, WORLD"));
+  r = run_decoder(
+      length_field({.max_frame_length = 100, .length_field_offset = 2, .length_field_length = 3}),
+      bytes_of("\xCA\xFE" + be_length(12, 3) + "HELLO, WORLD"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:\xCA\xFE" + be_length(12, 3) + "HELLO, WORLD"}));
   // HDR1 | LEN | HDR2 | body, strip HDR1 and LEN.
-  r = run_decoder(length_field({.max_frame_length = 100, .length_field_offset = 1,
-                                .length_field_length = 2, .length_adjustment = 1,
+  r = run_decoder(length_field({.max_frame_length = 100,
+                                .length_field_offset = 1,
+                                .length_field_length = 2,
+                                .length_adjustment = 1,
                                 .initial_bytes_to_strip = 3}),
                   bytes_of("\xCA" + be_length(12, 2) + "\xFE" + "HELLO, WORLD"));
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:\xFEHELLO, WORLD"}));
@@ -120,18 +125,20 @@ TEST(LengthFieldBasedFrameDecoder, FramesDoNotDependOnHowTheInputIsSplit) {
   auto whole = expect_split_independent(
       length_field({.max_frame_length = 64, .length_field_length = 2, .initial_bytes_to_strip = 2}),
       in);
-  EXPECT_EQ(whole.events, (std::vector<std::string>{"F:a", "F:", "F:hello", "F:0123456789abcdef",
-                                                    "F:x"}));
+  EXPECT_EQ(whole.events,
+            (std::vector<std::string>{"F:a", "F:", "F:hello", "F:0123456789abcdef", "F:x"}));
   // Little-endian 8-byte field at an offset with an adjustment.
   std::string in2;
   for (std::string body : {"abc", "defgh", ""}) {
     in2 += "#" + le_length(body.size() + 2, 8) + "!!" + body;
   }
-  auto whole2 = expect_split_independent(
-      length_field({.byte_order = ByteOrder::little_endian, .max_frame_length = 64,
-                    .length_field_offset = 1, .length_field_length = 8, .length_adjustment = 0,
-                    .initial_bytes_to_strip = 9}),
-      in2);
+  auto whole2 = expect_split_independent(length_field({.byte_order = ByteOrder::little_endian,
+                                                       .max_frame_length = 64,
+                                                       .length_field_offset = 1,
+                                                       .length_field_length = 8,
+                                                       .length_adjustment = 0,
+                                                       .initial_bytes_to_strip = 9}),
+                                         in2);
   EXPECT_EQ(whole2.events, (std::vector<std::string>{"F:!!abc", "F:!!defgh", "F:!!"}));
 }
 
@@ -140,10 +147,11 @@ TEST(LengthFieldBasedFrameDecoder, ErrorsAreSplitIndependentToo) {
   std::string in = be_length(1, 4) + "a" + be_length(2, 4) + "bc" + be_length(1000, 4) +
                    std::string(40, 'z') + be_length(1, 4) + "d";
   for (bool fail_fast : {true, false}) {
-    auto whole = expect_split_independent(
-        length_field({.max_frame_length = 32, .length_field_length = 4,
-                      .initial_bytes_to_strip = 4, .fail_fast = fail_fast}),
-        in, 100);
+    auto whole = expect_split_independent(length_field({.max_frame_length = 32,
+                                                        .length_field_length = 4,
+                                                        .initial_bytes_to_strip = 4,
+                                                        .fail_fast = fail_fast}),
+                                          in, 100);
     if (fail_fast) {
       EXPECT_EQ(whole.events, (std::vector<std::string>{"F:a", "F:bc", "E:frame too long"}));
       EXPECT_TRUE(whole.closed);
@@ -154,12 +162,13 @@ TEST(LengthFieldBasedFrameDecoder, ErrorsAreSplitIndependentToo) {
     }
   }
   // Without fail-fast, the error comes after the last byte of the too-long frame.
-  std::string complete = be_length(1, 4) + "a" + be_length(60, 4) + std::string(60, 'z') +
-                         be_length(1, 4) + "d";
-  auto whole = expect_split_independent(
-      length_field({.max_frame_length = 32, .length_field_length = 4,
-                    .initial_bytes_to_strip = 4, .fail_fast = false}),
-      complete, 100);
+  std::string complete =
+      be_length(1, 4) + "a" + be_length(60, 4) + std::string(60, 'z') + be_length(1, 4) + "d";
+  auto whole = expect_split_independent(length_field({.max_frame_length = 32,
+                                                      .length_field_length = 4,
+                                                      .initial_bytes_to_strip = 4,
+                                                      .fail_fast = false}),
+                                        complete, 100);
   EXPECT_EQ(whole.events, (std::vector<std::string>{"F:a", "E:frame too long"}));
   EXPECT_TRUE(whole.closed);
 }
@@ -167,11 +176,11 @@ TEST(LengthFieldBasedFrameDecoder, ErrorsAreSplitIndependentToo) {
 // The table of crafted headers: every field width, both byte orders.
 struct Crafted {
   const char* what;
-  std::uint64_t raw;           // value written into the length field (truncated to the width)
+  std::uint64_t raw;  // value written into the length field (truncated to the width)
   std::int64_t adjustment;
   std::size_t strip;
-  std::string expect;          // "frame" or an error message
-  int only_width = 0;          // 0: every width
+  std::string expect;  // "frame" or an error message
+  int only_width = 0;  // 0: every width
 };
 
 TEST(LengthFieldBasedFrameDecoder, CraftedLengthsTable) {
@@ -207,18 +216,20 @@ TEST(LengthFieldBasedFrameDecoder, CraftedLengthsTable) {
         if (std::string(c.what) == "all ones" && width == 8) {
           expect = "corrupted frame";  // a signed long: -1
         }
-        if (std::string(c.what) == "above the maximum" || std::string(c.what) == "exactly the maximum") {
+        if (std::string(c.what) == "above the maximum" ||
+            std::string(c.what) == "exactly the maximum") {
           raw -= static_cast<std::uint64_t>(width);  // the frame counts the field itself
         }
-        std::string field = order == ByteOrder::big_endian ? be_length(raw, width)
-                                                            : le_length(raw, width);
+        std::string field =
+            order == ByteOrder::big_endian ? be_length(raw, width) : le_length(raw, width);
         // A frame is followed by nothing; an error case by junk that must never be decoded.
         std::size_t padding = 80;
         if (expect == "frame") {
           padding = static_cast<std::size_t>(static_cast<std::int64_t>(raw) + c.adjustment);
         }
         std::string in = field + std::string(padding, 'p');
-        LengthFieldBasedFrameDecoder::Options o{.byte_order = order, .max_frame_length = max,
+        LengthFieldBasedFrameDecoder::Options o{.byte_order = order,
+                                                .max_frame_length = max,
                                                 .length_field_length = width,
                                                 .length_adjustment = c.adjustment,
                                                 .initial_bytes_to_strip = c.strip};
@@ -243,8 +254,10 @@ TEST(LengthFieldBasedFrameDecoder, CraftedLengthsTable) {
 TEST(LengthFieldBasedFrameDecoder, DiscardsATooLongFrameWithoutBufferingIt) {
   // Without fail-fast and without closing: Netty's discarding mode, then decoding goes on.
   auto d = std::make_shared<LengthFieldBasedFrameDecoder>(
-      LengthFieldBasedFrameDecoder::Options{.max_frame_length = 1024, .length_field_length = 4,
-                                            .initial_bytes_to_strip = 4, .fail_fast = false});
+      LengthFieldBasedFrameDecoder::Options{.max_frame_length = 1024,
+                                            .length_field_length = 4,
+                                            .initial_bytes_to_strip = 4,
+                                            .fail_fast = false});
   d->set_close_on_decode_error(false);
   DecodeResult r;
   EmbeddedChannel ch({d, std::make_shared<niox::testing::DecodeCollector>(r)});
@@ -364,7 +377,8 @@ TEST(LengthFieldPrepender, HeaderAndBodyLeaveInOneWritevWithoutCopy) {
     return static_cast<long>(bytes);
   });
   std::string text(300, 'b');
-  auto body = ByteBuffer::wrap(std::span<std::byte>(reinterpret_cast<std::byte*>(text.data()), text.size()));
+  auto body = ByteBuffer::wrap(
+      std::span<std::byte>(reinterpret_cast<std::byte*>(text.data()), text.size()));
   auto f = ch.write_and_flush(body);
   ch.run_pending_tasks();
   EXPECT_TRUE(f.is_success());
@@ -372,7 +386,8 @@ TEST(LengthFieldPrepender, HeaderAndBodyLeaveInOneWritevWithoutCopy) {
   EXPECT_EQ(ch.write_calls()[0].iovecs, 2u);
   ASSERT_EQ(bases.size(), 2u);
   EXPECT_EQ(bases[1], text.data());
-  std::string wire(reinterpret_cast<const char*>(ch.written_bytes().data()), ch.written_bytes().size());
+  std::string wire(reinterpret_cast<const char*>(ch.written_bytes().data()),
+                   ch.written_bytes().size());
   EXPECT_EQ(wire, be_length(302, 2) + text);
 }
 
@@ -383,14 +398,16 @@ TEST(LengthFieldPrepender, LengthsThatDoNotFitFailTheWrite) {
   EXPECT_EQ(f.cause(), transport::Errc::handler_failed);
   EXPECT_FALSE(ch.read_outbound());
   EXPECT_THROW(LengthFieldPrepender(1, -5).encode_header(4), IllegalArgumentException);
-  EXPECT_EQ(LengthFieldPrepender(3, 0, false, ByteOrder::little_endian).encode_header(0x010203)
+  EXPECT_EQ(LengthFieldPrepender(3, 0, false, ByteOrder::little_endian)
+                .encode_header(0x010203)
                 .string_view(),
             le_length(0x010203, 3));
   EXPECT_THROW(LengthFieldPrepender(5), IllegalArgumentException);
 }
 
 TEST(LengthFieldPrepender, RoundTripsThroughTheDecoder) {
-  EmbeddedChannel enc({std::make_shared<LengthFieldPrepender>(8, 0, false, ByteOrder::little_endian)});
+  EmbeddedChannel enc(
+      {std::make_shared<LengthFieldPrepender>(8, 0, false, ByteOrder::little_endian)});
   std::string wire;
   for (std::string_view s : {"one", "", "three"}) {  // literals: memory outlives the buffers
     enc.write_outbound(ByteBuffer::wrap(s));
@@ -398,10 +415,11 @@ TEST(LengthFieldPrepender, RoundTripsThroughTheDecoder) {
   while (auto m = enc.read_outbound()) {
     wire += m->get<ByteBuffer>().string_view();
   }
-  auto r = expect_split_independent(
-      length_field({.byte_order = ByteOrder::little_endian, .max_frame_length = 100,
-                    .length_field_length = 8, .initial_bytes_to_strip = 8}),
-      wire, 50);
+  auto r = expect_split_independent(length_field({.byte_order = ByteOrder::little_endian,
+                                                  .max_frame_length = 100,
+                                                  .length_field_length = 8,
+                                                  .initial_bytes_to_strip = 8}),
+                                    wire, 50);
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:one", "F:", "F:three"}));
 }
 
@@ -424,8 +442,8 @@ DecoderFactory line(std::size_t max, bool strip = true, bool fail_fast = false) 
 TEST(LineBasedFrameDecoder, SplitsOnLfAndCrLfWhateverTheSplit) {
   std::string in = "first\r\nsecond\nthird\r\n\n\r\nlast one!\n";
   auto r = expect_split_independent(line(16), in);
-  EXPECT_EQ(r.events, (std::vector<std::string>{"F:first", "F:second", "F:third", "F:", "F:",
-                                                "F:last one!"}));
+  EXPECT_EQ(r.events, (std::vector<std::string>{"F:first", "F:second", "F:third",
+                                                "F:", "F:", "F:last one!"}));
   r = expect_split_independent(line(16, false), in);
   EXPECT_EQ(r.events, (std::vector<std::string>{"F:first\r\n", "F:second\n", "F:third\r\n", "F:\n",
                                                 "F:\r\n", "F:last one!\n"}));
@@ -508,22 +526,25 @@ TEST(HeaderBodyDecoder, MessagesDoNotDependOnHowTheInputIsSplit) {
 TEST(HeaderBodyDecoder, BodiesAboveTheMaximumAreRefusedBeforeAskingForBuffers) {
   int asked = 0;
   auto make = [&asked] {
-    return std::make_shared<HeaderBodyDecoder>(6, 16, body_length_of, [&asked](const ByteBuffer& h) {
-      ++asked;
-      return HeaderBodyDecoder::BodyTarget{body_length_of(h), {ByteBuffer::allocate(body_length_of(h))}};
-    });
+    return std::make_shared<HeaderBodyDecoder>(
+        6, 16, body_length_of, [&asked](const ByteBuffer& h) {
+          ++asked;
+          return HeaderBodyDecoder::BodyTarget{body_length_of(h),
+                                               {ByteBuffer::allocate(body_length_of(h))}};
+        });
   };
   std::string in = header("OK", 2) + "hi" + header("XX", 0xFFFFFFFFu) + "junk";
   auto r = expect_split_independent(make, in, 30);
-  EXPECT_EQ(r.events, (std::vector<std::string>{"H:" + header("OK", 2) + "|hi", "E:frame too long"}));
+  EXPECT_EQ(r.events,
+            (std::vector<std::string>{"H:" + header("OK", 2) + "|hi", "E:frame too long"}));
   EXPECT_TRUE(r.closed);
   EXPECT_GT(asked, 0);
 }
 
 TEST(HeaderBodyDecoder, ScattersTheBodyIntoTheCallersMemoryWithoutCopies) {
   std::vector<std::byte> part1(4), part2(100);
-  auto decoder = std::make_shared<HeaderBodyDecoder>(
-      6, 1024, body_length_of, [&](const ByteBuffer& h) {
+  auto decoder =
+      std::make_shared<HeaderBodyDecoder>(6, 1024, body_length_of, [&](const ByteBuffer& h) {
         HeaderBodyDecoder::BodyTarget t;
         t.length = body_length_of(h);
         t.buffers.push_back(ByteBuffer::wrap(std::span<std::byte>(part1)));
@@ -576,8 +597,8 @@ TEST(LengthFieldBasedFrameDecoder, GoesOnAfterACorruptedFrameWhenNotClosing) {
     d->set_close_on_decode_error(false);
     return d;
   };
-  std::string in = be_length(std::uint64_t{1} << 63, 8) + be_length(2, 8) + "ok" +
-                   be_length(1, 8) + "!";
+  std::string in =
+      be_length(std::uint64_t{1} << 63, 8) + be_length(2, 8) + "ok" + be_length(1, 8) + "!";
   auto r = expect_split_independent(make, in, 100);
   EXPECT_EQ(r.events, (std::vector<std::string>{"E:corrupted frame", "F:ok", "F:!"}));
   EXPECT_FALSE(r.closed);

@@ -115,7 +115,8 @@ TEST(OutboundBuffer, FourThousandBuffersSplitIntoIovMaxChunks) {
   ch.config().set_write_buffer_water_mark({1u << 30, 1u << 30});
   std::vector<std::byte> expected;
   std::mt19937 rng(7);
-  ch.set_write_script([](std::span<const iovec>, std::size_t bytes) { return static_cast<long>(bytes); });
+  ch.set_write_script(
+      [](std::span<const iovec>, std::size_t bytes) { return static_cast<long>(bytes); });
   std::vector<ChannelFuture> fs;
   for (int i = 0; i < 4096; ++i) {
     fs.push_back(ch.write(random_buffer(rng, 1 + rng() % 16, expected)));
@@ -193,7 +194,8 @@ TEST(OutboundBuffer, ByteBudgetLimitsEachGather) {
   ch.config().set_max_bytes_per_gathering_write(100);
   std::vector<std::byte> expected;
   std::mt19937 rng(3);
-  ch.set_write_script([](std::span<const iovec>, std::size_t bytes) { return static_cast<long>(bytes); });
+  ch.set_write_script(
+      [](std::span<const iovec>, std::size_t bytes) { return static_cast<long>(bytes); });
   for (int i = 0; i < 30; ++i) {
     ch.write(random_buffer(rng, 37, expected));
   }
@@ -327,7 +329,8 @@ TEST(OutboundBuffer, CloseFailsEveryPendingWriteExactlyOnce) {
 
 TEST(OutboundBuffer, WriteErrorFailsFlushedWithItAndClosesTheChannel) {
   EmbeddedChannel ch;
-  ch.set_write_script([](std::span<const iovec>, std::size_t) { return -static_cast<long>(EPIPE); });
+  ch.set_write_script(
+      [](std::span<const iovec>, std::size_t) { return -static_cast<long>(EPIPE); });
   auto flushed = ch.write_and_flush(ByteBuffer::wrap(std::string_view("abc")));
   ch.run_pending_tasks();
   EXPECT_TRUE(flushed.cause() == std::errc::broken_pipe) << flushed.cause().message();
@@ -446,8 +449,8 @@ TEST(OutboundBuffer, FileRegionBeyondTheEndOfTheFileFailsCleanly) {
 TEST(OutboundBuffer, MoreThanTwoGibibytesAreSplitAtTheKernelsPerCallLimit) {
   // 3 GiB of address space reserved, never touched: gather only computes iovecs.
   constexpr std::size_t gib = std::size_t{1} << 30;
-  void* region = ::mmap(nullptr, 3 * gib, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
+  void* region =
+      ::mmap(nullptr, 3 * gib, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(region, MAP_FAILED);
   auto* base = static_cast<std::byte*>(region);
   OutboundBuffer out;

@@ -172,8 +172,8 @@ TEST(ChannelPipeline, DuplicateAndMissingNamesAreClearErrors) {
 }
 
 TEST(ChannelPipeline, GeneratedNamesAreUnique) {
-  EmbeddedChannel ch(
-      {std::make_shared<Suffix>("1"), std::make_shared<Suffix>("2"), std::make_shared<Suffix>("3")});
+  EmbeddedChannel ch({std::make_shared<Suffix>("1"), std::make_shared<Suffix>("2"),
+                      std::make_shared<Suffix>("3")});
   auto names = ch.pipeline().names();
   ASSERT_EQ(names.size(), 3u);
   EXPECT_NE(names[0], names[1]);
@@ -195,10 +195,10 @@ TEST(ChannelPipeline, EveryEventKindReachesHandlersInOrder) {
   ch.pipeline().fire_user_event_triggered(42);
   ch.pipeline().fire_channel_writability_changed();
   ch.pipeline().fire_exception_caught(std::make_exception_ptr(std::runtime_error("boom")));
-  EXPECT_EQ(log, (std::vector<std::string>{"a:active", "b:active", "a:read", "b:read",
-                                           "a:read_complete", "b:read_complete", "a:event",
-                                           "b:event", "a:writability", "b:writability",
-                                           "a:exception", "b:exception"}));
+  EXPECT_EQ(log,
+            (std::vector<std::string>{"a:active", "b:active", "a:read", "b:read", "a:read_complete",
+                                      "b:read_complete", "a:event", "b:event", "a:writability",
+                                      "b:writability", "a:exception", "b:exception"}));
   EXPECT_THROW(ch.check_exception(), std::runtime_error);
   ASSERT_EQ(ch.user_events().size(), 1u);
   EXPECT_EQ(std::any_cast<int>(ch.user_events().front()), 42);
@@ -212,9 +212,9 @@ TEST(ChannelPipeline, EveryEventKindReachesHandlersInOrder) {
   EXPECT_TRUE(f.is_success());
   ch.close();
   ch.run_pending_tasks();
-  EXPECT_EQ(log, (std::vector<std::string>{"b:read_op", "a:read_op", "b:write", "a:write",
-                                           "b:flush", "a:flush", "b:close", "a:close",
-                                           "a:inactive", "b:inactive"}));
+  EXPECT_EQ(
+      log, (std::vector<std::string>{"b:read_op", "a:read_op", "b:write", "a:write", "b:flush",
+                                     "a:flush", "b:close", "a:close", "a:inactive", "b:inactive"}));
 }
 
 TEST(ChannelPipeline, ContextWriteSkipsHandlersBehindIt) {
@@ -303,18 +303,25 @@ TEST(ChannelPipeline, RemovingTheNextHandlerFromInsideAnEventSkipsIt) {
   EXPECT_EQ(read_string(ch), "Z");
 }
 
-TEST(ChannelPipeline, ThrowingInboundHandlerReachesExceptionCaughtOfSuccessors) {
+TEST(ChannelPipeline, ThrowingInboundHandlerGetsItsOwnExceptionCaughtFirst) {
   struct Thrower : ChannelInboundHandlerAdapter {
+    int own = 0;
     void channel_read(ChannelHandlerContext&, Message) override {
       throw std::runtime_error("bad message");
     }
+    void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr e) override {
+      ++own;
+      ctx.fire_exception_caught(std::move(e));
+    }
   };
+  auto thrower = std::make_shared<Thrower>();
   std::vector<std::string> log;
   EmbeddedChannel ch;
-  ch.pipeline().add_last("t", std::make_shared<Thrower>());
+  ch.pipeline().add_last("t", thrower);
   ch.pipeline().add_last("r", std::make_shared<Recorder>("r", log));
   log.clear();
   EXPECT_THROW(ch.write_inbound(std::string("x")), std::runtime_error);
+  EXPECT_EQ(thrower->own, 1);
   EXPECT_EQ(log, (std::vector<std::string>{"r:exception", "r:read_complete"}));
 }
 
@@ -577,11 +584,13 @@ TEST(ChannelPipeline, RandomMutationDuringEventsNeverLosesOrDuplicatesAMessage) 
   int counter = 0;
   EmbeddedChannel ch;
   for (int i = 0; i < 4; ++i) {
-    ch.pipeline().add_last("m" + std::to_string(counter++), std::make_shared<Mutator>(rng, counter));
+    ch.pipeline().add_last("m" + std::to_string(counter++),
+                           std::make_shared<Mutator>(rng, counter));
   }
   for (int i = 0; i < 2000; ++i) {
     if (ch.pipeline().empty()) {
-      ch.pipeline().add_last("m" + std::to_string(counter++), std::make_shared<Mutator>(rng, counter));
+      ch.pipeline().add_last("m" + std::to_string(counter++),
+                             std::make_shared<Mutator>(rng, counter));
     }
     ch.write_inbound(std::string("in") + std::to_string(i));
     auto in = ch.read_inbound();

@@ -20,7 +20,7 @@ TEST(AdaptiveRecvBufferAllocator, GrowsFastOnFullReadsAndShrinksSlowly) {
   h.attempted_bytes_read(16384);
   h.last_bytes_read(100);
   EXPECT_FALSE(h.continue_reading());  // not full: the socket is probably drained
-  h.read_complete();                     // total 1124: small, first strike only
+  h.read_complete();                   // total 1124: small, first strike only
   EXPECT_EQ(h.guess(), 16384u);
   h.reset(16, true);
   h.attempted_bytes_read(16384);

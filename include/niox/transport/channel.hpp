@@ -4,8 +4,8 @@
 // outbound buffer are used on that thread only. The outbound operations here (write, flush,
 // read, close, shutdown_output) may be called from any thread: off the loop they are handed over
 // with execute(), and the task keeps the channel alive — so a channel used from other threads
-// must be owned by a std::shared_ptr. They enter the pipeline at the tail; the head turns them into the transport
-// operations below.
+// must be owned by a std::shared_ptr. They enter the pipeline at the tail; the head turns them into
+// the transport operations below.
 //
 // Concrete transports (the loop-backed socket channel, EmbeddedChannel) derive from Channel and
 // implement the "unsafe" part: do_write / do_close / do_shutdown_output / do_read_begin, and

@@ -9,9 +9,10 @@
 // Ownership: the pipeline holds each handler by shared_ptr; a handler added to several pipelines
 // must itself be safe for that (Netty's @Sharable). A Message given to a method belongs to the
 // handler: pass it on, or drop it.
-// Exceptions thrown from an inbound method are caught and delivered to exception_caught() of the
-// same handler's successors (Netty's behaviour); thrown from write/close/shutdown_output they fail
-// the promise (with the std::system_error code, or Errc::handler_failed).
+// Exceptions thrown from an inbound method are caught and delivered to the same handler's
+// exception_caught() (Netty's behaviour; the default passes them on); thrown from
+// write/close/shutdown_output they fail the promise (with the std::system_error's code, or
+// Errc::handler_failed).
 #pragma once
 
 #include <niox/transport/channel_future.hpp>

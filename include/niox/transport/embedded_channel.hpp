@@ -80,9 +80,9 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   // returns bytes taken (clamped to `bytes`), 0 for EAGAIN, or -errno.
   using WriteScript = std::function<long(std::span<const iovec> iovecs, std::size_t bytes)>;
   struct WriteCall {
-    std::size_t iovecs;     // 0 for a FileRegion transfer
-    std::size_t offered;    // bytes offered
-    long result;            // what the script answered
+    std::size_t iovecs;   // 0 for a FileRegion transfer
+    std::size_t offered;  // bytes offered
+    long result;          // what the script answered
   };
 
   // Adds `handlers` (names generated) and activates the channel.
@@ -166,7 +166,9 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   void on_unhandled_inbound_exception(std::exception_ptr cause) override {
     exceptions_.push_back(std::move(cause));
   }
-  void on_unhandled_user_event(std::any event) override { user_events_.push_back(std::move(event)); }
+  void on_unhandled_user_event(std::any event) override {
+    user_events_.push_back(std::move(event));
+  }
 
  private:
   void write_scripted(OutboundBuffer& out);

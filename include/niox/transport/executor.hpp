@@ -51,12 +51,12 @@ class ScheduledFuture {
                                                   std::memory_order_acq_rel);
   }
   bool is_cancelled() const noexcept {
-    return state_ && state_->status.load(std::memory_order_acquire) ==
-                         detail::ScheduledState::cancelled;
+    return state_ &&
+           state_->status.load(std::memory_order_acquire) == detail::ScheduledState::cancelled;
   }
   bool is_done() const noexcept {
-    return state_ && state_->status.load(std::memory_order_acquire) !=
-                         detail::ScheduledState::pending;
+    return state_ &&
+           state_->status.load(std::memory_order_acquire) != detail::ScheduledState::pending;
   }
   bool valid() const noexcept { return state_ != nullptr; }
 

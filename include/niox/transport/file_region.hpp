@@ -55,7 +55,9 @@ class FileRegion {
   // The file offset of the next byte to send.
   std::uint64_t next_offset() const noexcept { return position_ + transferred_; }
   // Records that `n` more bytes went out (clamped to remaining()).
-  void add_transferred(std::uint64_t n) noexcept { transferred_ += n < remaining() ? n : remaining(); }
+  void add_transferred(std::uint64_t n) noexcept {
+    transferred_ += n < remaining() ? n : remaining();
+  }
 
   // Whether the file (now) holds [position, position + count): fstat's size against the end of
   // the region. Empty error when it does; Errc::file_region_truncated when it is shorter; the

@@ -27,11 +27,10 @@ class Message {
   Message(ByteBuffer buffer) noexcept : value_(std::move(buffer)) {}  // NOLINT: implicit on purpose
   Message(FileRegion region) noexcept : value_(std::move(region)) {}  // NOLINT
   template <class T>
-    requires(!std::is_same_v<std::remove_cvref_t<T>, Message> &&
-             !std::is_same_v<std::remove_cvref_t<T>, ByteBuffer> &&
-             !std::is_same_v<std::remove_cvref_t<T>, FileRegion> &&
-             !std::is_same_v<std::remove_cvref_t<T>, std::any>)
-  Message(T&& value)  // NOLINT
+  requires(!std::is_same_v<std::remove_cvref_t<T>, Message> &&
+           !std::is_same_v<std::remove_cvref_t<T>, ByteBuffer> &&
+           !std::is_same_v<std::remove_cvref_t<T>, FileRegion> &&
+           !std::is_same_v<std::remove_cvref_t<T>, std::any>) Message(T&& value)  // NOLINT
       : value_(std::any(std::forward<T>(value))) {}
 
   bool empty() const noexcept { return std::holds_alternative<std::monostate>(value_); }

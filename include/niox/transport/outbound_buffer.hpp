@@ -112,8 +112,8 @@ class OutboundBuffer {
   void fail_all(std::error_code cause);
 
   // ---- State --------------------------------------------------------------------------------
-  bool is_empty() const noexcept { return flushed_ == 0; }     // nothing flushed left
-  std::size_t size() const noexcept { return flushed_; }       // flushed entries
+  bool is_empty() const noexcept { return flushed_ == 0; }  // nothing flushed left
+  std::size_t size() const noexcept { return flushed_; }    // flushed entries
   std::size_t total_entries() const noexcept { return entries_.size(); }
   std::size_t total_pending_bytes() const noexcept { return pending_bytes_; }
   bool is_writable() const noexcept { return writable_; }
@@ -164,9 +164,9 @@ class OutboundBuffer {
   WritabilityListener listener_;
 
   std::vector<iovec> iovecs_;
-  ByteBuffer scratch_;                  // coalesced tiny pieces; lazily allocated, reused
-  bool in_flight_ = false;              // a gather was handed out and not yet reported
-  std::vector<Message> keep_alive_;     // messages failed while in flight
+  ByteBuffer scratch_;               // coalesced tiny pieces; lazily allocated, reused
+  bool in_flight_ = false;           // a gather was handed out and not yet reported
+  std::vector<Message> keep_alive_;  // messages failed while in flight
 };
 
 }  // namespace niox

@@ -9,16 +9,16 @@
 namespace niox::transport {
 
 enum class Errc {
-  channel_closed = 1,       // the channel was closed before this operation could complete
-  outbound_buffer_full,     // a write would take the queued bytes above the hard limit
-  output_shutdown,          // a write after shutdown_output()
-  unsupported_message,      // the transport cannot write this message type
-  frame_too_long,           // a decoder saw a frame length above its maximum
-  corrupted_frame,          // a decoder saw a negative, overflowing or inconsistent length
-  decoder_failed,           // a decoder threw something that is not a decode error
-  handler_failed,           // a handler threw while processing an outbound operation
-  file_region_truncated,    // the file is shorter than position + count of a FileRegion
-  write_would_block,        // reserved: the transport could not take the bytes now
+  channel_closed = 1,     // the channel was closed before this operation could complete
+  outbound_buffer_full,   // a write would take the queued bytes above the hard limit
+  output_shutdown,        // a write after shutdown_output()
+  unsupported_message,    // the transport cannot write this message type
+  frame_too_long,         // a decoder saw a frame length above its maximum
+  corrupted_frame,        // a decoder saw a negative, overflowing or inconsistent length
+  decoder_failed,         // a decoder threw something that is not a decode error
+  handler_failed,         // a handler threw while processing an outbound operation
+  file_region_truncated,  // the file is shorter than position + count of a FileRegion
+  write_would_block,      // reserved: the transport could not take the bytes now
 };
 
 const std::error_category& transport_category() noexcept;

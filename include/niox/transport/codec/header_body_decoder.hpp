@@ -75,7 +75,7 @@ class HeaderBodyDecoder : public ChannelInboundHandlerAdapter {
   bool close_on_error_ = true;
   bool failed_ = false;
 
-  ByteBuffer header_;            // partial header across reads (only header bytes are copied)
+  ByteBuffer header_;  // partial header across reads (only header bytes are copied)
   bool in_body_ = false;
   ByteBuffer current_header_;
   std::vector<ByteBuffer> targets_;

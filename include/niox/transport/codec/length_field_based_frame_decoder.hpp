@@ -43,10 +43,9 @@ class LengthFieldBasedFrameDecoder : public ByteToMessageDecoder {
   LengthFieldBasedFrameDecoder(std::size_t max_frame_length, std::size_t length_field_offset,
                                int length_field_length, std::int64_t length_adjustment = 0,
                                std::size_t initial_bytes_to_strip = 0, bool fail_fast = true)
-      : LengthFieldBasedFrameDecoder(Options{ByteOrder::big_endian, max_frame_length,
-                                             length_field_offset, length_field_length,
-                                             length_adjustment, initial_bytes_to_strip,
-                                             fail_fast}) {}
+      : LengthFieldBasedFrameDecoder(
+            Options{ByteOrder::big_endian, max_frame_length, length_field_offset,
+                    length_field_length, length_adjustment, initial_bytes_to_strip, fail_fast}) {}
   LengthFieldBasedFrameDecoder(ByteOrder byte_order, std::size_t max_frame_length,
                                std::size_t length_field_offset, int length_field_length,
                                std::int64_t length_adjustment, std::size_t initial_bytes_to_strip,
