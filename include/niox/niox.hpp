@@ -16,3 +16,25 @@
 #include <niox/channels/socket_address.hpp>
 #include <niox/channels/socket_channel.hpp>
 #include <niox/channels/socket_options.hpp>
+
+// loop/: the event loop over io_uring or epoll (<niox/asio.hpp> is separate: it needs Asio)
+#include <niox/loop/event_loop.hpp>
+#include <niox/loop/event_loop_group.hpp>
+#include <niox/loop/loop_counters.hpp>
+
+// transport/: Netty-style channels, pipeline, handlers, outbound buffer, codecs
+#include <niox/transport/adaptive_recv_buffer_allocator.hpp>
+#include <niox/transport/channel.hpp>
+#include <niox/transport/channel_future.hpp>
+#include <niox/transport/channel_handler.hpp>
+#include <niox/transport/channel_pipeline.hpp>
+#include <niox/transport/codec/byte_to_message_decoder.hpp>
+#include <niox/transport/codec/header_body_decoder.hpp>
+#include <niox/transport/codec/length_field_based_frame_decoder.hpp>
+#include <niox/transport/codec/length_field_prepender.hpp>
+#include <niox/transport/codec/line_based_frame_decoder.hpp>
+#include <niox/transport/embedded_channel.hpp>
+#include <niox/transport/file_region.hpp>
+#include <niox/transport/idle_state_handler.hpp>
+#include <niox/transport/outbound_buffer.hpp>
+#include <niox/transport/transport_error.hpp>
