@@ -87,7 +87,7 @@ FileChannel::FileChannel(int fd, bool readable, bool writable, bool append) noex
       lock_fd_(std::make_shared<int>(fd)) {}
 
 FileChannel::FileChannel(FileChannel&& other) noexcept
-    : Channel(other), fd_(other.fd_), readable_(other.readable_), writable_(other.writable_),
+    : NioChannel(other), fd_(other.fd_), readable_(other.readable_), writable_(other.writable_),
       append_(other.append_), lock_fd_(std::move(other.lock_fd_)) {
   other.fd_ = -1;
 }

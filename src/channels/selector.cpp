@@ -20,7 +20,7 @@ SelectableChannel::SelectableChannel(int fd) noexcept : fd_(fd) {
 }
 
 SelectableChannel::SelectableChannel(SelectableChannel&& other) noexcept
-    : Channel(other), fd_(other.fd_), blocking_(other.blocking_), keys_(std::move(other.keys_)) {
+    : NioChannel(other), fd_(other.fd_), blocking_(other.blocking_), keys_(std::move(other.keys_)) {
   other.fd_ = -1;
   other.blocking_ = true;
   other.keys_.clear();

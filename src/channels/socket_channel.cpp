@@ -17,7 +17,7 @@ namespace niox {
 SocketChannel::SocketChannel(int fd, State state) noexcept : SelectableChannel(fd), state_(state) {}
 
 SocketChannel::SocketChannel(SocketChannel&& other) noexcept
-    : Channel(other), SelectableChannel(std::move(other)), state_(other.state_) {
+    : NioChannel(other), SelectableChannel(std::move(other)), state_(other.state_) {
   other.state_ = State::unconnected;
 }
 

@@ -59,9 +59,11 @@ class ClosedSelectorException : public std::logic_error {
   ClosedSelectorException() : std::logic_error("java.nio.channels.ClosedSelectorException") {}
 };
 
-class Channel {
+// java.nio.channels.Channel. Named NioChannel because niox::Channel is the transport layer's
+// (Netty's io.netty.channel.Channel), the one most servers use.
+class NioChannel {
  public:
-  virtual ~Channel() = default;
+  virtual ~NioChannel() = default;
   virtual bool is_open() const noexcept = 0;
   // Idempotent; never throws (the descriptor is released even when close(2) reports an error).
   virtual void close() noexcept = 0;
@@ -69,18 +71,18 @@ class Channel {
   virtual int native_handle() const noexcept = 0;
 
  protected:
-  Channel() = default;
-  Channel(const Channel&) = default;
-  Channel& operator=(const Channel&) = default;
+  NioChannel() = default;
+  NioChannel(const NioChannel&) = default;
+  NioChannel& operator=(const NioChannel&) = default;
 };
 
-class ReadableByteChannel : public virtual Channel {
+class ReadableByteChannel : public virtual NioChannel {
  public:
   virtual std::int64_t read(ByteBuffer& dst, std::error_code& ec) = 0;
   std::int64_t read(ByteBuffer& dst);
 };
 
-class WritableByteChannel : public virtual Channel {
+class WritableByteChannel : public virtual NioChannel {
  public:
   virtual std::int64_t write(ByteBuffer& src, std::error_code& ec) = 0;
   std::int64_t write(ByteBuffer& src);

@@ -12,7 +12,7 @@ namespace niox {
 class Selector;
 class SelectionKey;
 
-class SelectableChannel : public virtual Channel {
+class SelectableChannel : public virtual NioChannel {
  public:
   SelectableChannel(const SelectableChannel&) = delete;
   SelectableChannel& operator=(const SelectableChannel&) = delete;
