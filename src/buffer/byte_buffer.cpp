@@ -1,6 +1,7 @@
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -23,95 +24,31 @@ void throw_illegal_argument(const char* what) { throw IllegalArgumentException(w
 
 namespace {
 constexpr std::size_t page_size = 4096;
+}  // namespace
 
 // One allocation per owned buffer; the shared_ptr control block is the reference count.
-std::shared_ptr<std::byte> allocate_storage(std::size_t capacity, bool direct) {
-  // Never hand malloc a zero size: every buffer gets a real, unique base pointer.
+std::shared_ptr<std::byte> detail::allocate_storage(std::size_t capacity, bool direct) {
+  // No object may be larger than PTRDIFF_MAX; refusing early also keeps the page rounding
+  // below from wrapping around to a tiny block.
+  if (capacity > static_cast<std::size_t>(PTRDIFF_MAX) - page_size) {
+    throw std::bad_alloc();
+  }
+  // Never ask for a zero size: every buffer gets a real, unique base pointer.
   std::size_t bytes = std::max<std::size_t>(capacity, 1);
   void* p;
   if (direct) {
     bytes = (bytes + page_size - 1) & ~(page_size - 1);
     p = std::aligned_alloc(page_size, bytes);
+    if (p != nullptr) {
+      std::memset(p, 0, bytes);
+    }
   } else {
-    p = std::malloc(bytes);
+    p = std::calloc(bytes, 1);  // fresh pages from the kernel are already zero
   }
   if (p == nullptr) {
     throw std::bad_alloc();
   }
-  std::memset(p, 0, bytes);
   return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
-}
-}  // namespace
-
-ByteBuffer ByteBuffer::allocate(std::size_t capacity) {
-  ByteBuffer b;
-  b.storage_ = allocate_storage(capacity, false);
-  b.base_ = b.storage_.get();
-  b.capacity_ = b.limit_ = capacity;
-  return b;
-}
-
-ByteBuffer ByteBuffer::allocate_direct(std::size_t capacity) {
-  ByteBuffer b;
-  b.storage_ = allocate_storage(capacity, true);
-  b.base_ = b.storage_.get();
-  b.capacity_ = b.limit_ = capacity;
-  b.direct_ = true;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<std::byte> array) noexcept {
-  ByteBuffer b;
-  b.base_ = array.data();
-  b.capacity_ = b.limit_ = array.size();
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<std::byte> array, std::size_t offset, std::size_t length) {
-  if (offset > array.size() || length > array.size() - offset) {
-    detail::throw_index(offset, length, array.size());
-  }
-  ByteBuffer b = wrap(array);
-  b.position_ = offset;
-  b.limit_ = offset + length;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
-  // The const_cast is sound: read_only_ guards every path that writes through base_.
-  ByteBuffer b = wrap(std::span<std::byte>(const_cast<std::byte*>(array.data()), array.size()));
-  b.read_only_ = true;
-  return b;
-}
-
-ByteBuffer ByteBuffer::wrap(std::string_view text) noexcept {
-  return wrap(std::as_bytes(std::span(text)));
-}
-
-ByteBuffer::ByteBuffer(ByteBuffer&& other) noexcept
-    : storage_(std::move(other.storage_)),
-      base_(std::exchange(other.base_, nullptr)),
-      capacity_(std::exchange(other.capacity_, 0)),
-      limit_(std::exchange(other.limit_, 0)),
-      position_(std::exchange(other.position_, 0)),
-      mark_(std::exchange(other.mark_, no_mark)),
-      order_(other.order_),
-      read_only_(other.read_only_),
-      direct_(other.direct_) {}
-
-ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
-  if (this != &other) {
-    storage_ = std::move(other.storage_);
-    base_ = std::exchange(other.base_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
-    limit_ = std::exchange(other.limit_, 0);
-    position_ = std::exchange(other.position_, 0);
-    mark_ = std::exchange(other.mark_, no_mark);
-    order_ = other.order_;
-    read_only_ = other.read_only_;
-    direct_ = other.direct_;
-  }
-  return *this;
 }
 
 ByteBuffer& ByteBuffer::limit(std::size_t new_limit) {
@@ -182,6 +119,17 @@ ByteBuffer& ByteBuffer::put(ByteBuffer& src) {
   return *this;
 }
 
+ByteBuffer& ByteBuffer::put(std::size_t index, const ByteBuffer& src, std::size_t offset,
+                            std::size_t length) {
+  check_range(index, length);
+  src.check_range(offset, length);
+  check_writable();
+  if (length != 0) {
+    std::memmove(base_ + index, src.base_ + offset, length);
+  }
+  return *this;
+}
+
 bool ByteBuffer::operator==(const ByteBuffer& other) const noexcept {
   return remaining() == other.remaining() &&
          (remaining() == 0 || std::memcmp(base_ + position_, other.base_ + other.position_,
@@ -209,14 +157,39 @@ std::ptrdiff_t ByteBuffer::mismatch(const ByteBuffer& other) const noexcept {
   return remaining() == other.remaining() ? -1 : static_cast<std::ptrdiff_t>(n);
 }
 
-std::size_t ByteBuffer::hash_code() const noexcept {
-  // Java's: h = 1; for i from limit-1 down to position: h = 31*h + (int)get(i) (signed bytes).
-  std::int32_t h = 1;
+std::int32_t ByteBuffer::hash_code() const noexcept {
+  // Java's: h = 1; for i from limit-1 down to position: h = 31*h + (int)get(i), bytes signed,
+  // arithmetic wrapping at 32 bits (done unsigned here, where wrapping is defined).
+  std::uint32_t h = 1;
   for (std::size_t i = limit_; i-- > position_;) {
-    h = static_cast<std::int32_t>(31u * static_cast<std::uint32_t>(h) +
-                                  static_cast<std::uint32_t>(static_cast<std::int8_t>(base_[i])));
+    h = 31u * h + static_cast<std::uint32_t>(static_cast<std::int32_t>(
+                      static_cast<std::int8_t>(static_cast<std::uint8_t>(base_[i]))));
   }
-  return static_cast<std::size_t>(static_cast<std::uint32_t>(h));
+  return static_cast<std::int32_t>(h);
+}
+
+std::size_t ByteBuffer::alignment_offset(std::size_t index, std::size_t unit_size) const {
+  if (unit_size == 0 || (unit_size & (unit_size - 1)) != 0) {
+    detail::throw_illegal_argument("Unit size not a power of two");
+  }
+  return (reinterpret_cast<std::uintptr_t>(base_) + index) & (unit_size - 1);
+}
+
+ByteBuffer ByteBuffer::aligned_slice(std::size_t unit_size) const {
+  std::size_t pos = position_;
+  std::size_t lim = limit_;
+  std::size_t pos_mod = alignment_offset(pos, unit_size);
+  std::size_t lim_mod = alignment_offset(lim, unit_size);
+  // Java rounds pos up by (unit_size - pos_mod); compared as a gap here so that a huge
+  // unit_size cannot wrap around.
+  std::size_t gap = pos_mod > 0 ? unit_size - pos_mod : 0;
+  std::size_t aligned_pos = pos;
+  std::size_t aligned_lim = pos;
+  if (gap <= lim - pos && lim_mod <= lim - (pos + gap)) {
+    aligned_pos = pos + gap;
+    aligned_lim = lim - lim_mod;
+  }
+  return slice(aligned_pos, aligned_lim - aligned_pos);
 }
 
 bool ByteBuffer::shares_memory_with(const ByteBuffer& other) const noexcept {

@@ -38,10 +38,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -61,6 +63,8 @@ namespace detail {
 [[noreturn]] void throw_index(std::size_t index, std::size_t size, std::size_t bound);
 [[noreturn]] void throw_invalid_mark();
 [[noreturn]] void throw_illegal_argument(const char* what);
+// The zero-filled block behind allocate()/allocate_direct() (page-aligned when direct).
+std::shared_ptr<std::byte> allocate_storage(std::size_t capacity, bool direct);
 
 template <class T>
 inline T byteswap(T v) noexcept {
@@ -75,6 +79,12 @@ inline T byteswap(T v) noexcept {
     return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
   }
 }
+
+// A contiguous range of std::byte other than the spans ByteBuffer::wrap takes directly.
+template <class R>
+concept wrappable_range = std::is_convertible_v<R&&, std::span<const std::byte>> &&
+                          !std::is_same_v<std::remove_cvref_t<R>, std::span<std::byte>> &&
+                          !std::is_same_v<std::remove_cvref_t<R>, std::span<const std::byte>>;
 
 // The unsigned integer with the same width as T, used to move T's bytes.
 template <class T>
@@ -98,16 +108,68 @@ class ByteBuffer {
   static ByteBuffer wrap(std::span<std::byte> array, std::size_t offset, std::size_t length);
   // Read-only views of constant memory (Java's wrap of a CharSequence has this flavour).
   static ByteBuffer wrap(std::span<const std::byte> array) noexcept;
+  static ByteBuffer wrap(std::span<const std::byte> array, std::size_t offset, std::size_t length);
   static ByteBuffer wrap(std::string_view text) noexcept;
+  // Any contiguous range of std::byte (std::vector, std::array, a C array): writable when the
+  // range is, read-only when it is const. Without this, such a range would match both span
+  // overloads above. A temporary container is refused: the buffer would outlive its memory.
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array) {
+    if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
+      return wrap(std::span<std::byte>(array));
+    } else {
+      return wrap(std::span<const std::byte>(array));
+    }
+  }
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) {
+    if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
+      return wrap(std::span<std::byte>(array), offset, length);
+    } else {
+      return wrap(std::span<const std::byte>(array), offset, length);
+    }
+  }
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array) = delete;
+  template <class R>
+    requires(detail::wrappable_range<R> &&
+             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
+  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) = delete;
+  static ByteBuffer wrap(std::string&& text) = delete;
 
   // An empty buffer (capacity 0).
   ByteBuffer() noexcept = default;
   // Copying is duplicate(): the copy shares content, has its own indices.
   ByteBuffer(const ByteBuffer&) = default;
   ByteBuffer& operator=(const ByteBuffer&) = default;
-  // Moving leaves `other` empty (capacity 0).
-  ByteBuffer(ByteBuffer&& other) noexcept;
-  ByteBuffer& operator=(ByteBuffer&& other) noexcept;
+  // Moving leaves `other` as if default-constructed: empty (capacity 0), big-endian, writable,
+  // not direct.
+  ByteBuffer(ByteBuffer&& other) noexcept
+      : storage_(std::move(other.storage_)),
+        base_(std::exchange(other.base_, nullptr)),
+        capacity_(std::exchange(other.capacity_, 0)),
+        limit_(std::exchange(other.limit_, 0)),
+        position_(std::exchange(other.position_, 0)),
+        mark_(std::exchange(other.mark_, no_mark)),
+        flags_(std::exchange(other.flags_, default_flags)) {}
+  ByteBuffer& operator=(ByteBuffer&& other) noexcept {
+    if (this != &other) {
+      storage_ = std::move(other.storage_);
+      base_ = std::exchange(other.base_, nullptr);
+      capacity_ = std::exchange(other.capacity_, 0);
+      limit_ = std::exchange(other.limit_, 0);
+      position_ = std::exchange(other.position_, 0);
+      mark_ = std::exchange(other.mark_, no_mark);
+      flags_ = std::exchange(other.flags_, default_flags);
+    }
+    return *this;
+  }
   ~ByteBuffer() = default;
 
   // ---- Indices ----------------------------------------------------------------------------
@@ -160,11 +222,16 @@ class ByteBuffer {
   // Throws ReadOnlyBufferException on a read-only buffer.
   ByteBuffer& compact();
 
-  bool is_read_only() const noexcept { return read_only_; }
-  bool is_direct() const noexcept { return direct_; }
-  ByteOrder order() const noexcept { return order_; }
+  bool is_read_only() const noexcept { return (flags_ & read_only_flag) != 0; }
+  bool is_direct() const noexcept { return (flags_ & direct_flag) != 0; }
+  ByteOrder order() const noexcept {
+    constexpr ByteOrder other = native_order() == ByteOrder::big_endian ? ByteOrder::little_endian
+                                                                        : ByteOrder::big_endian;
+    return (flags_ & swap_flag) != 0 ? other : native_order();
+  }
   ByteBuffer& order(ByteOrder bo) noexcept {
-    order_ = bo;
+    flags_ = static_cast<std::uint8_t>(bo == native_order() ? flags_ & ~swap_flag
+                                                            : flags_ | swap_flag);
     return *this;
   }
 
@@ -181,7 +248,7 @@ class ByteBuffer {
   // A duplicate through which the content cannot be changed.
   ByteBuffer as_read_only_buffer() const {
     ByteBuffer b(*this);
-    b.read_only_ = true;
+    b.flags_ |= read_only_flag;
     return b;
   }
 
@@ -238,6 +305,11 @@ class ByteBuffer {
     copy_out(index, dst);
     return *this;
   }
+  ByteBuffer& get(std::size_t index, std::span<std::byte> dst) {
+    check_range(index, dst.size());
+    copy_out(index, dst);
+    return *this;
+  }
   // Relative: throws ReadOnlyBufferException, then BufferOverflowException (moving nothing) if
   // src does not fit in remaining().
   ByteBuffer& put(std::span<const std::byte> src) {
@@ -263,6 +335,11 @@ class ByteBuffer {
   // copy behaves like memmove.
   ByteBuffer& put(ByteBuffer& src);
   ByteBuffer& put(ByteBuffer&& src) { return put(src); }
+  // Absolute (JDK 16): copies src's [offset, offset+length) to [index, index+length); neither
+  // position moves. Throws IndexOutOfBoundsException if either range is outside its buffer's
+  // limit, and only then ReadOnlyBufferException (Java checks in that order here). src may be
+  // this buffer or share its memory: the copy behaves like memmove.
+  ByteBuffer& put(std::size_t index, const ByteBuffer& src, std::size_t offset, std::size_t length);
 
   // ---- Typed access -----------------------------------------------------------------------
   // In order(): big-endian unless changed. Relative forms throw BufferUnderflowException /
@@ -309,8 +386,18 @@ class ByteBuffer {
   // Java mismatch(): the relative index of the first differing remaining byte, or -1 if the
   // remaining contents are equal.
   std::ptrdiff_t mismatch(const ByteBuffer& other) const noexcept;
-  // Java hashCode(): depends on the remaining bytes only.
-  std::size_t hash_code() const noexcept;
+  // Java hashCode(), the same int Java computes: depends on the remaining bytes only.
+  std::int32_t hash_code() const noexcept;
+
+  // ---- Alignment (JDK 9) ------------------------------------------------------------------
+
+  // The address of byte `index` modulo unit_size. Throws IllegalArgumentException unless
+  // unit_size is a power of two. Unlike Java, unit sizes above 8 are allowed for non-direct
+  // buffers too: their memory never moves.
+  std::size_t alignment_offset(std::size_t index, std::size_t unit_size) const;
+  // slice() of the largest unit_size-aligned part of [position, limit): position rounded up and
+  // limit rounded down to an aligned address; empty if none. Throws like alignment_offset().
+  ByteBuffer aligned_slice(std::size_t unit_size) const;
 
   // ---- Raw access for I/O -----------------------------------------------------------------
   // The spans alias this buffer's memory: valid while any buffer owning it lives (or, for a
@@ -340,9 +427,31 @@ class ByteBuffer {
 
  private:
   static constexpr std::size_t no_mark = static_cast<std::size_t>(-1);
+  static constexpr std::uint8_t swap_flag = 1;
+  static constexpr std::uint8_t read_only_flag = 2;
+  static constexpr std::uint8_t direct_flag = 4;
+  // Big-endian, writable, not direct.
+  static constexpr std::uint8_t default_flags =
+      native_order() == ByteOrder::big_endian ? 0 : swap_flag;
+
+  // Creation is inline on purpose: a buffer whose address never leaves the function that made
+  // it can then live in registers, indices included.
+  ByteBuffer(std::shared_ptr<std::byte> storage, std::byte* base, std::size_t capacity,
+             bool read_only, bool direct) noexcept
+      : storage_(std::move(storage)),
+        base_(base),
+        capacity_(capacity),
+        limit_(capacity),
+        flags_(static_cast<std::uint8_t>(default_flags | (read_only ? read_only_flag : 0) |
+                                         (direct ? direct_flag : 0))) {}
+  static void check_wrap_range(std::size_t size, std::size_t offset, std::size_t length) {
+    if (offset > size || length > size - offset) [[unlikely]] {
+      detail::throw_index(offset, length, size);
+    }
+  }
 
   void check_writable() const {
-    if (read_only_) [[unlikely]] {
+    if ((flags_ & read_only_flag) != 0) [[unlikely]] {
       detail::throw_read_only();
     }
   }
@@ -367,7 +476,7 @@ class ByteBuffer {
     using U = detail::bits_t<T>;
     U u;
     std::memcpy(&u, base_ + at, sizeof(U));
-    if (order_ != native_order()) {
+    if ((flags_ & swap_flag) != 0) {
       u = detail::byteswap(u);
     }
     T v;
@@ -379,7 +488,7 @@ class ByteBuffer {
     using U = detail::bits_t<T>;
     U u;
     std::memcpy(&u, &v, sizeof(T));
-    if (order_ != native_order()) {
+    if ((flags_ & swap_flag) != 0) {
       u = detail::byteswap(u);
     }
     std::memcpy(base_ + at, &u, sizeof(U));
@@ -427,10 +536,53 @@ class ByteBuffer {
   std::size_t limit_ = 0;
   std::size_t position_ = 0;
   std::size_t mark_ = no_mark;
-  ByteOrder order_ = ByteOrder::big_endian;
-  bool read_only_ = false;
-  bool direct_ = false;
+  // Byte order, read-only and direct in one byte, so that a typed put reads one field for both
+  // its read-only check and its byte-order choice. swap_flag: order() is not native_order().
+  std::uint8_t flags_ = default_flags;
 };
+
+inline ByteBuffer ByteBuffer::allocate(std::size_t capacity) {
+  auto storage = detail::allocate_storage(capacity, false);
+  std::byte* base = storage.get();
+  return ByteBuffer(std::move(storage), base, capacity, false, false);
+}
+
+inline ByteBuffer ByteBuffer::allocate_direct(std::size_t capacity) {
+  auto storage = detail::allocate_storage(capacity, true);
+  std::byte* base = storage.get();
+  return ByteBuffer(std::move(storage), base, capacity, false, true);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<std::byte> array) noexcept {
+  return ByteBuffer(nullptr, array.data(), array.size(), false, false);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<std::byte> array, std::size_t offset,
+                                   std::size_t length) {
+  check_wrap_range(array.size(), offset, length);
+  ByteBuffer b = wrap(array);
+  b.position_ = offset;
+  b.limit_ = offset + length;
+  return b;
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array) noexcept {
+  // The const_cast is sound: the read-only flag guards every path that writes through base_.
+  return ByteBuffer(nullptr, const_cast<std::byte*>(array.data()), array.size(), true, false);
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::span<const std::byte> array, std::size_t offset,
+                                   std::size_t length) {
+  check_wrap_range(array.size(), offset, length);
+  ByteBuffer b = wrap(array);
+  b.position_ = offset;
+  b.limit_ = offset + length;
+  return b;
+}
+
+inline ByteBuffer ByteBuffer::wrap(std::string_view text) noexcept {
+  return wrap(std::as_bytes(std::span(text)));
+}
 
 // Netty-style pretty hex dump of buffer's remaining bytes: offset, 16 hex bytes, ASCII.
 std::string hex_dump(const ByteBuffer& buffer);
@@ -439,7 +591,9 @@ std::string hex_dump(const ByteBuffer& buffer);
 
 template <>
 struct std::hash<niox::ByteBuffer> {
-  std::size_t operator()(const niox::ByteBuffer& b) const noexcept { return b.hash_code(); }
+  std::size_t operator()(const niox::ByteBuffer& b) const noexcept {
+    return static_cast<std::uint32_t>(b.hash_code());
+  }
 };
 
 // Prints like Java's toString(): ByteBuffer[pos=0 lim=16 cap=16].
