@@ -226,4 +226,12 @@ std::string hex_dump(const ByteBuffer& buffer) {
   return out;
 }
 
+ByteBuffer ByteBuffer::wrap_shared(std::span<std::byte> memory,
+                                   std::shared_ptr<void> owner) noexcept {
+  ByteBuffer b = wrap(memory);
+  // Aliasing constructor: the reference count is owner's, the pointer is the memory.
+  b.storage_ = std::shared_ptr<std::byte>(std::move(owner), memory.data());
+  return b;
+}
+
 }  // namespace niox

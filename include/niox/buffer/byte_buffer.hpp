@@ -425,6 +425,11 @@ class ByteBuffer {
   // Whether some byte of [0, capacity) is also a byte of other's [0, capacity).
   bool shares_memory_with(const ByteBuffer& other) const noexcept;
 
+  // Views `memory` (capacity = memory.size(), position 0) and shares ownership of `owner`, which
+  // is released when the last view is gone. For memory that must outlive a scope but is not
+  // malloc'ed: a file mapping (FileChannel::map), a registered I/O region.
+  static ByteBuffer wrap_shared(std::span<std::byte> memory, std::shared_ptr<void> owner) noexcept;
+
  private:
   static constexpr std::size_t no_mark = static_cast<std::size_t>(-1);
   static constexpr std::uint8_t swap_flag = 1;

@@ -16,6 +16,9 @@
 
 namespace niox {
 
+// java.net.StandardProtocolFamily: which kind of socket a channel opens.
+enum class ProtocolFamily { inet, inet6, unix_domain };
+
 class InetSocketAddress {
  public:
   // The wildcard IPv4 address 0.0.0.0 with `port` (Java: new InetSocketAddress(port)).

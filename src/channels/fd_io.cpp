@@ -1,0 +1,187 @@
+#include "channels/fd_io.hpp"
+
+#include <niox/buffer/gather.hpp>
+
+#include <array>
+#include <csignal>
+#include <ctime>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace niox::detail {
+
+namespace {
+// Enough for one call; the iovecs live on the stack, never on the heap.
+using IovArray = std::array<iovec, max_iovecs_per_call>;
+
+ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off_t position) {
+  if (kind == FdKind::socket) {
+    if (n_iov == 1) {
+      return ::send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+    }
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = n_iov;
+    return ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  }
+  if (position >= 0) {
+    return n_iov == 1 ? ::pwrite(fd, iov[0].iov_base, iov[0].iov_len, position)
+                      : ::pwritev(fd, iov, static_cast<int>(n_iov), position);
+  }
+  return n_iov == 1 ? ::write(fd, iov[0].iov_base, iov[0].iov_len)
+                    : ::writev(fd, iov, static_cast<int>(n_iov));
+}
+
+std::int64_t gather_write_impl(int fd, FdKind kind, std::span<ByteBuffer> srcs, off_t position,
+                               bool write_all, std::error_code& ec) {
+  ec.clear();
+  std::size_t first = 0;
+  while (first < srcs.size() && !srcs[first].has_remaining()) {
+    ++first;
+  }
+  std::int64_t total = 0;
+  IovArray iov;
+  while (first < srcs.size()) {
+    std::size_t n_iov = gather_iovecs(srcs.subspan(first), iov, max_bytes_per_call);
+    if (n_iov == 0) {
+      break;
+    }
+    std::size_t asked = 0;
+    for (std::size_t i = 0; i < n_iov; ++i) {
+      asked += iov[i].iov_len;
+    }
+    ssize_t n = write_once(fd, kind, iov.data(), n_iov, position >= 0 ? position + total : -1);
+    if (n < 0) {
+      int e = errno;
+      if (e == EINTR) {
+        continue;
+      }
+      // A blocking descriptor reports EAGAIN only with a send timeout: return what moved.
+      if (!would_block(e) && total == 0) {
+        ec = errno_code(e);
+      }
+      break;
+    }
+    if (n == 0) {
+      break;  // nothing taken and no error: do not spin
+    }
+    total += n;
+    first += advance(srcs.subspan(first), static_cast<std::size_t>(n));
+    if (!write_all && static_cast<std::size_t>(n) < asked) {
+      break;  // the kernel took what it could; another call would only say EAGAIN
+    }
+  }
+  return total;
+}
+}  // namespace
+
+std::int64_t read_into(int fd, ByteBuffer& dst, off_t position, std::error_code& ec) {
+  return scatter_read(fd, std::span<ByteBuffer>(&dst, 1), position, ec);
+}
+
+std::int64_t scatter_read(int fd, std::span<ByteBuffer> dsts, off_t position, std::error_code& ec) {
+  ec.clear();
+  IovArray iov;
+  std::size_t n_iov = scatter_iovecs(dsts, iov, max_bytes_per_call);
+  if (n_iov == 0) {
+    return 0;
+  }
+  ssize_t n;
+  do {
+    if (position >= 0) {
+      n = n_iov == 1 ? ::pread(fd, iov[0].iov_base, iov[0].iov_len, position)
+                     : ::preadv(fd, iov.data(), static_cast<int>(n_iov), position);
+    } else {
+      n = n_iov == 1 ? ::read(fd, iov[0].iov_base, iov[0].iov_len)
+                     : ::readv(fd, iov.data(), static_cast<int>(n_iov));
+    }
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (!would_block(errno)) {
+      ec = errno_code();
+    }
+    return 0;
+  }
+  if (n == 0) {
+    return -1;
+  }
+  advance(dsts, static_cast<std::size_t>(n));
+  return n;
+}
+
+std::int64_t write_from(int fd, FdKind kind, ByteBuffer& src, off_t position, bool write_all,
+                        std::error_code& ec) {
+  return gather_write(fd, kind, std::span<ByteBuffer>(&src, 1), position, write_all, ec);
+}
+
+std::int64_t gather_write(int fd, FdKind kind, std::span<ByteBuffer> srcs, off_t position,
+                          bool write_all, std::error_code& ec) {
+  if (kind == FdKind::pipe) {
+    SigpipeBlock guard;
+    return gather_write_impl(fd, kind, srcs, position, write_all, ec);
+  }
+  return gather_write_impl(fd, kind, srcs, position, write_all, ec);
+}
+
+SigpipeBlock::SigpipeBlock() noexcept {
+  sigset_t set;
+  sigset_t old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  was_blocked_ = sigismember(&old, SIGPIPE) == 1;
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+}
+
+SigpipeBlock::~SigpipeBlock() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  if (!was_pending_) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{};
+      while (sigtimedwait(&set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  if (!was_blocked_) {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
+}
+
+bool set_nonblocking(int fd, bool nonblocking, std::error_code& ec) noexcept {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) {
+    ec = errno_code();
+    return false;
+  }
+  int want = nonblocking ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (want != flags && ::fcntl(fd, F_SETFL, want) < 0) {
+    ec = errno_code();
+    return false;
+  }
+  ec.clear();
+  return true;
+}
+
+bool is_nonblocking(int fd) noexcept {
+  int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_NONBLOCK) != 0;
+}
+
+void close_fd(int fd) noexcept {
+  // Linux releases the descriptor even when close reports EINTR; never retry.
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+}  // namespace niox::detail

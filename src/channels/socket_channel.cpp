@@ -1,0 +1,243 @@
+#include <niox/channels/server_socket_channel.hpp>
+#include <niox/channels/socket_channel.hpp>
+
+#include <niox/channels/selector.hpp>
+
+#include "channels/fd_io.hpp"
+#include "channels/socket_util.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+namespace niox {
+
+// ---- SocketChannel ------------------------------------------------------------------------
+
+SocketChannel::SocketChannel(int fd, State state) noexcept : SelectableChannel(fd), state_(state) {}
+
+SocketChannel::SocketChannel(SocketChannel&& other) noexcept
+    : Channel(other), SelectableChannel(std::move(other)), state_(other.state_) {
+  other.state_ = State::unconnected;
+}
+
+SocketChannel& SocketChannel::operator=(SocketChannel&& other) noexcept {
+  if (this != &other) {
+    SelectableChannel::operator=(std::move(other));
+    state_ = other.state_;
+    other.state_ = State::unconnected;
+  }
+  return *this;
+}
+
+SocketChannel SocketChannel::open(ProtocolFamily family) {
+  return SocketChannel(detail::open_socket(family, SOCK_STREAM), State::unconnected);
+}
+
+SocketChannel SocketChannel::open(const SocketAddress& remote) {
+  SocketChannel ch(detail::open_socket(remote.family(), SOCK_STREAM), State::unconnected);
+  ch.connect(remote);
+  return ch;
+}
+
+SocketChannel SocketChannel::from_native(int fd) noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  bool connected = ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0;
+  return SocketChannel(fd, connected ? State::connected : State::unconnected);
+}
+
+void SocketChannel::close() noexcept {
+  state_ = State::unconnected;
+  SelectableChannel::close();
+}
+
+SocketChannel& SocketChannel::bind(const SocketAddress& local) {
+  detail::bind_socket(fd_, local);
+  return *this;
+}
+
+bool SocketChannel::connect(const SocketAddress& remote) {
+  std::error_code ec;
+  bool done = connect(remote, ec);
+  if (ec) {
+    throw std::system_error(ec, "connect " + remote.to_string());
+  }
+  return done;
+}
+
+bool SocketChannel::connect(const SocketAddress& remote, std::error_code& ec) {
+  ec.clear();
+  if (state_ == State::connected) {
+    throw AlreadyConnectedException();
+  }
+  if (state_ == State::pending) {
+    throw ConnectionPendingException();
+  }
+  sockaddr_storage ss;
+  socklen_t len = remote.to_native(ss);
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+    state_ = State::connected;
+    return true;
+  }
+  int e = errno;
+  if (e == EINPROGRESS || e == EINTR) {
+    // EINTR: the kernel goes on connecting in the background, exactly as after EINPROGRESS.
+    state_ = State::pending;
+    return blocking_ ? finish_connect(ec) : false;
+  }
+  ec = detail::errno_code(e);
+  if (e != EBADF) {
+    close();  // Java closes a channel whose connection failed
+  }
+  return false;
+}
+
+bool SocketChannel::finish_connect() {
+  std::error_code ec;
+  bool done = finish_connect(ec);
+  if (ec) {
+    throw std::system_error(ec, "finish_connect");
+  }
+  return done;
+}
+
+bool SocketChannel::finish_connect(std::error_code& ec) {
+  ec.clear();
+  if (state_ == State::connected) {
+    return true;
+  }
+  if (state_ != State::pending) {
+    throw NoConnectionPendingException();
+  }
+  pollfd p{fd_, POLLOUT, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, blocking_ ? -1 : 0);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    ec = detail::errno_code();
+    return false;
+  }
+  if (rc == 0) {
+    return false;
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+    err = errno;
+  }
+  if (err != 0) {
+    ec = detail::errno_code(err);
+    close();
+    return false;
+  }
+  state_ = State::connected;
+  return true;
+}
+
+SocketChannel& SocketChannel::shutdown_input() {
+  if (::shutdown(fd_, SHUT_RD) < 0 && errno != ENOTCONN) {
+    throw std::system_error(detail::errno_code(), "shutdown_input");
+  }
+  return *this;
+}
+
+SocketChannel& SocketChannel::shutdown_output() {
+  if (::shutdown(fd_, SHUT_WR) < 0 && errno != ENOTCONN) {
+    throw std::system_error(detail::errno_code(), "shutdown_output");
+  }
+  return *this;
+}
+
+std::optional<SocketAddress> SocketChannel::local_address() const {
+  return detail::local_address_of(fd_);
+}
+
+std::optional<SocketAddress> SocketChannel::remote_address() const {
+  return detail::remote_address_of(fd_);
+}
+
+std::int64_t SocketChannel::read(ByteBuffer& dst, std::error_code& ec) {
+  return detail::read_into(fd_, dst, -1, ec);
+}
+
+std::int64_t SocketChannel::read(std::span<ByteBuffer> dsts, std::error_code& ec) {
+  return detail::scatter_read(fd_, dsts, -1, ec);
+}
+
+std::int64_t SocketChannel::write(ByteBuffer& src, std::error_code& ec) {
+  return detail::write_from(fd_, detail::FdKind::socket, src, -1, blocking_, ec);
+}
+
+std::int64_t SocketChannel::write(std::span<ByteBuffer> srcs, std::error_code& ec) {
+  return detail::gather_write(fd_, detail::FdKind::socket, srcs, -1, blocking_, ec);
+}
+
+int SocketChannel::valid_ops() const noexcept {
+  return SelectionKey::OP_READ | SelectionKey::OP_WRITE | SelectionKey::OP_CONNECT;
+}
+
+int SocketChannel::translate_ready_ops(std::uint32_t events, int interest) const noexcept {
+  int ready = SelectableChannel::translate_ready_ops(events, interest);
+  // Writable means "connected" while a connection is pending, "room to write" afterwards.
+  if (state_ == State::pending) {
+    ready &= ~SelectionKey::OP_WRITE;
+  } else {
+    ready &= ~SelectionKey::OP_CONNECT;
+  }
+  return ready;
+}
+
+// ---- ServerSocketChannel ------------------------------------------------------------------
+
+ServerSocketChannel ServerSocketChannel::open(ProtocolFamily family) {
+  return from_native(detail::open_socket(family, SOCK_STREAM));
+}
+
+ServerSocketChannel ServerSocketChannel::from_native(int fd) noexcept {
+  return ServerSocketChannel(fd);
+}
+
+ServerSocketChannel& ServerSocketChannel::bind(const SocketAddress& local, int backlog) {
+  detail::bind_socket(fd_, local);
+  if (::listen(fd_, backlog <= 0 ? SOMAXCONN : backlog) < 0) {
+    throw std::system_error(detail::errno_code(), "listen");
+  }
+  return *this;
+}
+
+std::optional<SocketChannel> ServerSocketChannel::accept() {
+  std::error_code ec;
+  auto ch = accept(ec);
+  if (ec) {
+    throw std::system_error(ec, "accept");
+  }
+  return ch;
+}
+
+std::optional<SocketChannel> ServerSocketChannel::accept(std::error_code& ec) {
+  ec.clear();
+  for (;;) {
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      return SocketChannel(fd, SocketChannel::State::connected);
+    }
+    int e = errno;
+    if (e == EINTR || e == ECONNABORTED) {
+      continue;
+    }
+    if (!detail::would_block(e)) {
+      ec = detail::errno_code(e);
+    }
+    return std::nullopt;
+  }
+}
+
+std::optional<SocketAddress> ServerSocketChannel::local_address() const {
+  return detail::local_address_of(fd_);
+}
+
+int ServerSocketChannel::valid_ops() const noexcept { return SelectionKey::OP_ACCEPT; }
+
+}  // namespace niox
