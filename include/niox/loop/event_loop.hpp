@@ -1,0 +1,386 @@
+// niox::EventLoop — one thread, one loop, completion callbacks over io_uring or epoll.
+//
+// A loop turn
+// -----------
+//
+//        +--------------------------------------------------------------------+
+//        |  1. run tasks        execute() queue, swapped out under a mutex     |
+//        |  2. start ops        ops queued since the last turn go to the       |
+//        |                      backend: SQEs prepared (io_uring) or tried at  |
+//        |                      once until EAGAIN (epoll)                      |
+//        |  3. kernel           ONE io_uring_submit_and_wait_timeout / ONE     |
+//        |                      epoll_wait; the timeout is 0 when work is      |
+//        |                      already waiting, else the next timer deadline  |
+//        |  4. reap             CQEs / ready descriptors -> results; short     |
+//        |                      writes resubmitted in order, finished ops      |
+//        |                      queued                                         |
+//        |  5. completions      handlers run, each exactly once                |
+//        |  6. timers           expired timers run, periodic ones re-armed     |
+//        +--------------------------------------------------------------------+
+//
+// Operations.  Every operation takes a descriptor the caller owns, its buffers by value and a
+// move-only handler. It returns an OperationHandle for cancel(). The handler runs exactly once
+// (accept_multishot: once per connection, then once with the final error), always on the loop
+// thread, never inside the call that started the operation. Handlers are stored inline in a
+// pooled operation object: once the pool is warm, starting and completing an operation
+// allocates nothing (handlers capturing more than 56 bytes take one heap block).
+//
+// Ordering.  Per descriptor, reads (read, recvmsg) complete in the order they were started, and
+// so do writes (write, sendmsg, splice into it, transfer_to into it): a loop keeps one read and
+// one write in the kernel per descriptor and starts the next when the previous one finishes.
+// write() completes when every remaining byte is written (or with the error that stopped it);
+// read() completes as soon as some bytes arrived. End of stream is a read completing with 0
+// bytes and no error.
+//
+// Buffers.  A ByteBuffer handed to an operation is held by the operation (a ByteBuffer copy
+// shares the memory, so the bytes stay alive) until its handler has run, also when the
+// operation is cancelled or its descriptor or loop closed: io_uring may write into it until
+// its CQE arrives. Positions are advanced by exactly the bytes moved before the handler sees
+// the buffers; the handler gets them back (by value for one buffer, as a span into the
+// operation for many: move out what you want to keep, the span dies when the handler returns).
+// Memory from ByteBuffer::wrap() is the caller's to keep alive until then.
+//
+// Descriptors.  The caller opens descriptors (non-blocking, O_CLOEXEC) and gives them to the
+// loop by using them; the loop makes sockets non-blocking and never closes a descriptor unless
+// asked with close(fd). Close descriptors that have been used with a loop through close(fd)
+// (or call release(fd) before closing them yourself): it aborts what is pending on the
+// descriptor (each handler gets operation_aborted once, later, when the kernel has let go of
+// the buffers) and guarantees that no stale completion ever touches a new descriptor that gets
+// the same number. Closing the loop (destructor or shutdown) aborts everything the same way.
+//
+// Threads.  run()/run_once() and every operation-starting call happen on the loop thread (or
+// before the loop runs). From any other thread use execute(), stop(), counters(). Handlers must
+// not block. Nothing throws across the loop: an exception escaping a handler or task is printed
+// on stderr and the loop goes on (the handler still counts as run).
+//
+// Backends.  io_uring when a ring can be created (SINGLE_ISSUER|DEFER_TASKRUN where available,
+// COOP_TASKRUN otherwise), else epoll (edge-triggered), printed once on stderr.
+// NIOX_BACKEND=io_uring|epoll|auto overrides the automatic choice; Options::backend overrides
+// both. backend() says which one runs.
+//
+// Embedding.  pollable_fd() becomes readable whenever the loop has work (a completion, a due
+// timer, a task); a host loop polls it and calls run_once(0ms). See examples/asio_embed.cpp.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+#include <niox/channels/socket_address.hpp>
+#include <niox/loop/detail/unique_function.hpp>
+#include <niox/loop/errors.hpp>
+#include <niox/loop/loop_counters.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+#include <sys/socket.h>
+
+namespace niox {
+
+enum class BackendKind : std::uint8_t { automatic, io_uring, epoll };
+std::string_view to_string(BackendKind) noexcept;
+
+// Names a started operation or timer for cancel(). A default-constructed handle names nothing;
+// a handle whose operation has completed names nothing either (cancel returns false).
+struct OperationHandle {
+  std::uint32_t index = 0;
+  std::uint32_t generation = 0;  // 0 = none
+  explicit operator bool() const noexcept { return generation != 0; }
+  friend bool operator==(OperationHandle, OperationHandle) = default;
+};
+
+namespace detail {
+class LoopCore;
+
+// What an operation hands its handler. Lives in the pooled operation object.
+struct Completion {
+  std::error_code ec;
+  std::size_t bytes = 0;
+  int value = 0;  // accepted descriptor, poll revents, recvmsg flags
+  std::span<ByteBuffer> buffers;
+  const sockaddr_storage* peer = nullptr;
+  socklen_t peer_len = 0;
+};
+using CompletionFn = UniqueFunction<void(Completion&), 64>;
+
+enum class OpKind : std::uint8_t {
+  read, write, accept, accept_multishot, connect, recvmsg, sendmsg, poll,
+  read_at, write_at, splice, transfer_to, timer,
+};
+
+// Everything an operation needs besides its handler.
+struct OpArgs {
+  OpKind kind;
+  int fd = -1;
+  int fd_out = -1;                      // splice, transfer_to
+  std::int64_t offset = -1;             // read_at/write_at/transfer_to; splice: offset in
+  std::int64_t offset_out = -1;         // splice: offset out
+  std::size_t length = 0;               // splice / transfer_to byte count
+  int events = 0;                       // poll mask
+  ByteBuffer* single = nullptr;         // one buffer, moved into the operation
+  std::span<const ByteBuffer> many{};   // many buffers, copied (shared memory) into it
+  const SocketAddress* address = nullptr;  // connect, sendmsg destination
+  std::chrono::nanoseconds delay{};     // timers
+  std::chrono::nanoseconds period{};    // periodic timers (0 = one-shot)
+};
+}  // namespace detail
+
+class EventLoop {
+ public:
+  struct Options {
+    // automatic: NIOX_BACKEND, else io_uring, else epoll. A named backend that cannot be used
+    // makes the constructor throw std::system_error.
+    BackendKind backend = BackendKind::automatic;
+    // io_uring submission queue entries (the completion queue gets twice as many). Tiny values
+    // are for tests that force a full SQ and CQ overflow.
+    unsigned ring_entries = 256;
+    // epoll events reaped per epoll_wait.
+    unsigned epoll_batch = 256;
+    // io_uring: run every operation through the per-operation fallback (POLL_ADD, then one
+    // non-blocking syscall), as on a kernel that lacks the I/O opcodes. For tests and for
+    // working around a kernel whose opcode misbehaves; slower.
+    bool io_uring_readiness_only = false;
+  };
+
+  EventLoop();
+  explicit EventLoop(Options options);
+  // Aborts every pending operation and timer (handlers run with operation_aborted), waits
+  // until the kernel has released their buffers, then frees everything. Must run on the loop
+  // thread, not while run() is active.
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Whether `kind` can run on this machine (io_uring: a ring can be created).
+  static bool backend_available(BackendKind kind);
+  BackendKind backend() const noexcept;
+
+  // ---- Running ---------------------------------------------------------------------------
+  // Runs turns until stop(). Binds the loop to the calling thread.
+  void run();
+  // One turn, waiting at most `timeout` for something to happen (0 = never blocks). Returns the
+  // number of handlers, tasks and timers run.
+  std::size_t run_once(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // Thread-safe. run() returns after finishing the current turn's queued tasks.
+  void stop();
+  // Aborts every pending operation and timer and runs their handlers (operation_aborted), runs
+  // the queued tasks, and returns once the kernel holds nothing of this loop. Operations
+  // started afterwards complete with operation_aborted. On the loop thread, outside run().
+  void shutdown();
+  bool in_loop_thread() const noexcept;
+
+  // Thread-safe. Runs `task` on the loop thread in a later turn, in the order submitted. Wakes
+  // a sleeping loop with one eventfd write, skipped when a wake-up is already on its way.
+  void execute(detail::UniqueFunction<void()> task);
+
+  // ---- Stream I/O ------------------------------------------------------------------------
+  // Reads into buf's [position, limit); handler(std::error_code, std::size_t n, ByteBuffer buf).
+  // n == 0 without an error is end of stream.
+  template <class H>
+  OperationHandle read(int fd, ByteBuffer buf, H&& handler) {
+    return start_single(detail::OpKind::read, fd, std::move(buf), std::forward<H>(handler));
+  }
+  // Writes all of buf's remaining bytes; handler(ec, n, ByteBuffer).
+  template <class H>
+  OperationHandle write(int fd, ByteBuffer buf, H&& handler) {
+    return start_single(detail::OpKind::write, fd, std::move(buf), std::forward<H>(handler));
+  }
+  // Scattering read (readv) into the buffers in order; handler(ec, n, std::span<ByteBuffer>).
+  template <class H>
+  OperationHandle read(int fd, std::span<const ByteBuffer> bufs, H&& handler) {
+    detail::OpArgs a{detail::OpKind::read, fd};
+    a.many = bufs;
+    return start(a, wrap_many(std::forward<H>(handler)));
+  }
+  // Gathering write of every remaining byte (writev, IOV_MAX at a time, short writes
+  // resubmitted from where they stopped); handler(ec, n, std::span<ByteBuffer>).
+  template <class H>
+  OperationHandle write(int fd, std::span<const ByteBuffer> bufs, H&& handler) {
+    detail::OpArgs a{detail::OpKind::write, fd};
+    a.many = bufs;
+    return start(a, wrap_many(std::forward<H>(handler)));
+  }
+
+  // ---- Sockets ---------------------------------------------------------------------------
+  // One connection; handler(ec, int fd). The new descriptor is non-blocking and O_CLOEXEC and
+  // belongs to the handler.
+  template <class H>
+  OperationHandle accept(int listen_fd, H&& handler) {
+    return start({detail::OpKind::accept, listen_fd}, wrap_fd(std::forward<H>(handler)));
+  }
+  // handler(ec, int fd) once per connection until cancelled, closed or failed; the last call
+  // carries the error (operation_aborted after cancel) and fd -1. Multishot accept on
+  // io_uring; accept4 until EAGAIN on each readiness edge with epoll.
+  template <class H>
+  OperationHandle accept_multishot(int listen_fd, H&& handler) {
+    return start({detail::OpKind::accept_multishot, listen_fd}, wrap_fd(std::forward<H>(handler)));
+  }
+  // Connects a non-blocking socket; handler(std::error_code).
+  template <class H>
+  OperationHandle connect(int fd, const SocketAddress& to, H&& handler) {
+    detail::OpArgs a{detail::OpKind::connect, fd};
+    a.address = &to;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec); });
+  }
+  // One datagram (or stream chunk) into the buffers; handler(ec, n, std::span<ByteBuffer>,
+  // const SocketAddress& from, int msg_flags) — MSG_TRUNC in msg_flags when it did not fit.
+  template <class H>
+  OperationHandle recvmsg(int fd, std::span<const ByteBuffer> bufs, H&& handler) {
+    detail::OpArgs a{detail::OpKind::recvmsg, fd};
+    a.many = bufs;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      SocketAddress from;
+      if (c.peer && c.peer_len > sizeof(sa_family_t)) {
+        try {
+          from = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(c.peer), c.peer_len);
+        } catch (const std::exception&) {
+          // An address niox cannot name (unnamed or unusual family): the handler still runs.
+        }
+      }
+      h(c.ec, c.bytes, c.buffers, static_cast<const SocketAddress&>(from), c.value);
+    });
+  }
+  // One sendmsg of the buffers (to `to` when given); handler(ec, n, std::span<ByteBuffer>).
+  // Not resubmitted when short: a datagram is all or nothing.
+  template <class H>
+  OperationHandle sendmsg(int fd, std::span<const ByteBuffer> bufs,
+                          const std::optional<SocketAddress>& to, H&& handler) {
+    detail::OpArgs a{detail::OpKind::sendmsg, fd};
+    a.many = bufs;
+    a.address = to ? &*to : nullptr;
+    return start(a, wrap_many(std::forward<H>(handler)));
+  }
+  // Readiness: handler(ec, int revents) once one of `events` (POLLIN, POLLOUT...) holds.
+  template <class H>
+  OperationHandle poll(int fd, int events, H&& handler) {
+    detail::OpArgs a{detail::OpKind::poll, fd};
+    a.events = events;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      h(c.ec, c.value);
+    });
+  }
+
+  // ---- Files -----------------------------------------------------------------------------
+  // preadv at `offset` (does not move the file position); handler(ec, n, span). n == 0 at EOF.
+  template <class H>
+  OperationHandle read_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs, H&& handler) {
+    detail::OpArgs a{detail::OpKind::read_at, fd};
+    a.offset = offset;
+    a.many = bufs;
+    return start(a, wrap_many(std::forward<H>(handler)));
+  }
+  // pwritev of every remaining byte at `offset`; handler(ec, n, span).
+  template <class H>
+  OperationHandle write_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs, H&& handler) {
+    detail::OpArgs a{detail::OpKind::write_at, fd};
+    a.offset = offset;
+    a.many = bufs;
+    return start(a, wrap_many(std::forward<H>(handler)));
+  }
+  // One splice of up to `length` bytes (one side must be a pipe; offset -1 = none);
+  // handler(ec, n). Ordered with the writes of fd_out.
+  template <class H>
+  OperationHandle splice(int fd_in, std::int64_t offset_in, int fd_out, std::int64_t offset_out,
+                         std::size_t length, H&& handler) {
+    detail::OpArgs a{detail::OpKind::splice, fd_in};
+    a.offset = offset_in;
+    a.fd_out = fd_out;
+    a.offset_out = offset_out;
+    a.length = length;
+    return start(a, wrap_count(std::forward<H>(handler)));
+  }
+  // FileChannel.transferTo: `count` bytes of the file from `position` to a socket, zero-copy
+  // (sendfile when the socket is writable, on both backends: on io_uring it measured cheaper
+  // than splicing through a pipe); handler(ec, n). Completes when all were sent;
+  // LoopError::end_of_file (with n sent) if the file ends first. Ordered with fd_out's writes.
+  template <class H>
+  OperationHandle transfer_to(int file_fd, std::int64_t position, std::size_t count, int socket_fd,
+                              H&& handler) {
+    detail::OpArgs a{detail::OpKind::transfer_to, file_fd};
+    a.offset = position;
+    a.fd_out = socket_fd;
+    a.length = count;
+    return start(a, wrap_count(std::forward<H>(handler)));
+  }
+
+  // ---- Timers ----------------------------------------------------------------------------
+  // handler(std::error_code) after `delay`; operation_aborted if cancelled first.
+  template <class H>
+  OperationHandle schedule(std::chrono::nanoseconds delay, H&& handler) {
+    detail::OpArgs a{detail::OpKind::timer};
+    a.delay = delay;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec); });
+  }
+  // handler(std::error_code{}) after `initial`, then every `period` (deadlines do not drift;
+  // missed periods are skipped, not bunched), until cancel() (one last call with
+  // operation_aborted).
+  template <class H>
+  OperationHandle schedule_at_fixed_rate(std::chrono::nanoseconds initial,
+                                         std::chrono::nanoseconds period, H&& handler) {
+    detail::OpArgs a{detail::OpKind::timer};
+    a.delay = initial;
+    a.period = period;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec); });
+  }
+
+  // ---- Cancellation and descriptors ------------------------------------------------------
+  // Asks the operation or timer to stop. Returns false if it already completed (its handler
+  // ran or is about to with its real result). Otherwise its handler runs later, once, with
+  // operation_aborted (and the bytes already moved).
+  bool cancel(OperationHandle handle);
+  // Aborts every pending operation on fd (like cancel) and closes it. Idempotent for the loop;
+  // returns the close() error if any.
+  std::error_code close(int fd);
+  // Like close(fd) but leaves the descriptor open: the loop forgets it.
+  void release(int fd);
+
+  // ---- Introspection and embedding -------------------------------------------------------
+  // Snapshot; safe from any thread.
+  LoopCounters counters() const noexcept;
+  // Operations and timers started and not yet completed.
+  std::size_t pending() const noexcept;
+  // A descriptor that polls readable when run_once(0ms) has something to do. Owned by the
+  // loop. The first call switches the loop to embedded mode (a timerfd tracks the timers).
+  int pollable_fd();
+
+ private:
+  template <class H>
+  OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler) {
+    detail::OpArgs a{kind, fd};
+    a.single = &buf;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      h(c.ec, c.bytes, std::move(c.buffers[0]));
+    });
+  }
+  template <class H>
+  static detail::CompletionFn wrap_many(H&& handler) {
+    return [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      h(c.ec, c.bytes, c.buffers);
+    };
+  }
+  template <class H>
+  static detail::CompletionFn wrap_fd(H&& handler) {
+    return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.value); };
+  }
+  template <class H>
+  static detail::CompletionFn wrap_count(H&& handler) {
+    return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.bytes); };
+  }
+  OperationHandle start(const detail::OpArgs& args, detail::CompletionFn fn);
+
+  std::unique_ptr<detail::LoopCore> core_;
+};
+
+}  // namespace niox
+
+template <>
+struct fmt::formatter<niox::BackendKind> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(niox::BackendKind k, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(niox::to_string(k), ctx);
+  }
+};

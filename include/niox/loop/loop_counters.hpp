@@ -1,0 +1,51 @@
+// Per-loop counters: what a loop asked of the kernel and what it moved. Each loop keeps its own;
+// EventLoop::counters() takes a snapshot that may be read from any thread.
+#pragma once
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+namespace niox {
+
+struct LoopCounters {
+  std::uint64_t loop_turns = 0;
+  // Syscalls that entered the kernel to submit or wait (io_uring_enter, epoll_wait) plus the
+  // I/O syscalls the epoll backend made itself (read, writev, accept4, ...).
+  std::uint64_t kernel_entries = 0;
+  std::uint64_t ops_submitted = 0;   // operations handed to the backend (each resubmission too)
+  std::uint64_t ops_completed = 0;   // completion handlers run
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t gathering_writes = 0;  // write attempts with more than one buffer
+  std::uint64_t gathered_buffers = 0;  // buffers in those attempts (divide for buffers per write)
+  std::uint64_t tasks_run = 0;         // execute() tasks
+  std::uint64_t wakeups = 0;           // cross-thread wake-ups the loop received
+  std::uint64_t timers_fired = 0;
+  // io_uring only: submissions forced early by a full SQ, and reaps that found CQEs the kernel
+  // had to hold back because the CQ was full (overflow; none are lost).
+  std::uint64_t sq_full_submits = 0;
+  std::uint64_t cq_overflow_flushes = 0;
+
+  double buffers_per_gathering_write() const noexcept {
+    return gathering_writes ? static_cast<double>(gathered_buffers) / gathering_writes : 0.0;
+  }
+};
+
+}  // namespace niox
+
+template <>
+struct fmt::formatter<niox::LoopCounters> {
+  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
+  template <class Ctx>
+  auto format(const niox::LoopCounters& c, Ctx& ctx) const {
+    return fmt::format_to(
+        ctx.out(),
+        "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
+        "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
+        "sq_full={} cq_overflow={}",
+        c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
+        c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
+        c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes);
+  }
+};

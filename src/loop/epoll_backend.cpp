@@ -1,0 +1,181 @@
+#include "loop/epoll_backend.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+namespace niox::detail {
+
+namespace {
+constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
+}
+
+std::unique_ptr<Backend> make_epoll_backend(LoopCore& core, const EventLoop::Options& options,
+                                            std::error_code& ec) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    ec = {errno, std::generic_category()};
+    return nullptr;
+  }
+  return std::make_unique<EpollBackend>(core, ep, std::max(1u, options.epoll_batch));
+}
+
+EpollBackend::EpollBackend(LoopCore& core, int epfd, unsigned batch)
+    : core_(core), ep_(epfd), events_(batch) {}
+
+EpollBackend::~EpollBackend() { ::close(ep_); }
+
+EpollBackend::Fd& EpollBackend::fd_entry(int fd) {
+  if (static_cast<std::size_t>(fd) >= fds_.size()) fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  return fds_[fd];
+}
+
+void EpollBackend::start(Operation& op) {
+  op.bstate = BackendState::ready;
+  ready_.push_back(&op);
+}
+
+void EpollBackend::cancel(Operation& op) {
+  if (op.blist) op.blist->remove(&op);
+  op.bstate = BackendState::none;
+  core_.on_result(op, -ECANCELED);
+}
+
+void EpollBackend::forget_fd(int fd) {
+  if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
+  Fd& f = fds_[fd];
+  if (f.registered) ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
+  // Operations of other descriptors parked here (a splice's input) retry and see the closed fd.
+  wake_list(f.in);
+  wake_list(f.out);
+  wake_list(f.any);
+  std::uint32_t gen = f.generation + 1;
+  f = Fd{};
+  f.generation = gen & 0x3fffffff;
+}
+
+void EpollBackend::ensure_nonblocking(int fd) {
+  Fd& f = fd_entry(fd);
+  if (f.nonblocking) return;
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  f.nonblocking = true;
+}
+
+bool EpollBackend::ensure_registered(int fd, Fd& f) {
+  if (f.registered) return true;
+  if (f.unpollable) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u64 = (std::uint64_t{f.generation} << 32) | static_cast<std::uint32_t>(fd);
+  if (::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) == 0 ||
+      (errno == EEXIST && ::epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+    f.registered = true;
+    return true;
+  }
+  f.unpollable = true;
+  return false;
+}
+
+void EpollBackend::wake_list(OpList& list) {
+  while (Operation* op = list.pop_front()) {
+    op->bstate = BackendState::ready;
+    ready_.push_back(op);
+  }
+}
+
+void EpollBackend::drain() {
+  while (Operation* op = ready_.pop_front()) {
+    op->bstate = BackendState::none;
+    attempt(op);
+  }
+}
+
+void EpollBackend::attempt(Operation* op) {
+  if (op->kind != OpKind::read_at && op->kind != OpKind::write_at) {
+    ensure_nonblocking(op->fd);
+    if (op->fd_out >= 0) ensure_nonblocking(op->fd_out);
+  }
+  AtomicCounters::add(core_.stats().kernel_entries, 1);
+  long r = attempt_sync(*op);
+  if (r == -EAGAIN) {
+    park(op);
+    return;
+  }
+  if (op->kind == OpKind::accept_multishot && r >= 0) {
+    core_.on_result(*op, r, /*more=*/true);
+    op->bstate = BackendState::ready;  // accept until EAGAIN
+    ready_.push_back(op);
+    return;
+  }
+  core_.on_result(*op, r);
+}
+
+void EpollBackend::park(Operation* op) {
+  int fd = op->fd;
+  int mask = wait_events(*op);
+  if (op->kind == OpKind::splice || op->kind == OpKind::transfer_to) {
+    // Whichever side blocked: wait for the output unless it is writable already.
+    pollfd p{op->fd_out, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 0 || op->kind == OpKind::transfer_to) {
+      fd = op->fd_out;
+      mask = POLLOUT;
+    } else {
+      mask = POLLIN;
+    }
+  }
+  Fd& f = fd_entry(fd);
+  if (!ensure_registered(fd, f)) {
+    core_.on_result(*op, -EAGAIN);  // cannot wait for a descriptor epoll refuses
+    return;
+  }
+  op->bstate = BackendState::parked;
+  if (op->kind == OpKind::poll) f.any.push_back(op);
+  else if (mask & POLLIN) f.in.push_back(op);
+  else f.out.push_back(op);
+}
+
+void EpollBackend::watch_internal(int fd, InternalFd which) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = internal_bit | static_cast<unsigned>(which);
+  ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+  internal_[static_cast<unsigned>(which)] = fd;
+}
+
+void EpollBackend::wait(std::chrono::nanoseconds timeout) {
+  int ms = -1;
+  if (timeout.count() >= 0) {
+    auto m = (timeout.count() + 999999) / 1000000;
+    ms = static_cast<int>(std::min<long long>(m, 1 << 30));
+  }
+  AtomicCounters::add(core_.stats().kernel_entries, 1);
+  int n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
+  for (int i = 0; i < n; ++i) {
+    std::uint64_t data = events_[i].data.u64;
+    std::uint32_t ev = events_[i].events;
+    if (data & internal_bit) {
+      unsigned which = static_cast<unsigned>(data & 0xff);
+      std::uint64_t v;
+      while (::read(internal_[which], &v, sizeof v) > 0) {
+      }
+      core_.on_internal(static_cast<InternalFd>(which));
+      continue;
+    }
+    int fd = static_cast<int>(data & 0xffffffff);
+    auto gen = static_cast<std::uint32_t>(data >> 32);
+    if (static_cast<std::size_t>(fd) >= fds_.size() || fds_[fd].generation != gen || !fds_[fd].registered) {
+      continue;  // a registration that was forgotten meanwhile
+    }
+    Fd& f = fds_[fd];
+    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) wake_list(f.in);
+    if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) wake_list(f.out);
+    wake_list(f.any);
+  }
+  drain();
+}
+
+}  // namespace niox::detail

@@ -1,0 +1,54 @@
+// Private: the epoll backend. Edge-triggered; every descriptor registered once for
+// IN|OUT|RDHUP on the first attempt that would block; each attempt is one non-blocking syscall,
+// repeated on every readiness edge until it stops returning EAGAIN. Completions are emulated:
+// results go to the core, which runs handlers in its completion phase.
+#pragma once
+
+#include "loop/backend.hpp"
+#include "loop/loop_core.hpp"
+
+#include <vector>
+
+#include <sys/epoll.h>
+
+namespace niox::detail {
+
+class EpollBackend final : public Backend {
+ public:
+  EpollBackend(LoopCore& core, int epfd, unsigned batch);
+  ~EpollBackend() override;
+
+  BackendKind kind() const noexcept override { return BackendKind::epoll; }
+  void start(Operation& op) override;
+  void cancel(Operation& op) override;
+  void forget_fd(int fd) override;
+  void flush() override { drain(); }
+  void wait(std::chrono::nanoseconds timeout) override;
+  void watch_internal(int fd, InternalFd which) override;
+  int pollable_fd() override { return ep_; }
+
+ private:
+  struct Fd {
+    std::uint32_t generation = 0;
+    bool registered = false;
+    bool unpollable = false;  // regular files: always ready, epoll refuses them
+    bool nonblocking = false;
+    OpList in, out, any;
+  };
+  Fd& fd_entry(int fd);
+  void drain();
+  void attempt(Operation* op);
+  void park(Operation* op);
+  bool ensure_registered(int fd, Fd& f);
+  void ensure_nonblocking(int fd);
+  void wake_list(OpList& list);
+
+  LoopCore& core_;
+  int ep_;
+  std::vector<epoll_event> events_;
+  std::vector<Fd> fds_;
+  OpList ready_;
+  int internal_[3] = {-1, -1, -1};
+};
+
+}  // namespace niox::detail

@@ -1,0 +1,804 @@
+#include "loop/loop_core.hpp"
+
+#include <niox/buffer/buffer_exceptions.hpp>
+#include <niox/buffer/gather.hpp>
+#include <niox/loop/event_loop.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace niox {
+
+namespace {
+
+class LoopCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "niox.loop"; }
+  std::string message(int c) const override {
+    switch (static_cast<LoopError>(c)) {
+      case LoopError::end_of_file: return "end of file before the requested count";
+    }
+    return "unknown niox.loop error";
+  }
+};
+
+int current_tid() noexcept {
+  thread_local int tid = static_cast<int>(::syscall(SYS_gettid));
+  return tid;
+}
+
+std::error_code errno_code(long neg) noexcept {
+  return {static_cast<int>(-neg), std::generic_category()};
+}
+
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+      ::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+// Nothing throws across the loop: a handler or task that throws is reported and the loop
+// carries on with the next one (Netty logs and continues the same way).
+template <class F, class... A>
+void invoke_guarded(F& f, A&... a) noexcept {
+  try {
+    f(a...);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "niox: a loop handler threw: {}\n", e.what());
+  } catch (...) {
+    fmt::print(stderr, "niox: a loop handler threw a non-standard exception\n");
+  }
+}
+
+BackendKind env_backend() {
+  const char* v = std::getenv("NIOX_BACKEND");
+  if (!v || !*v) return BackendKind::automatic;
+  std::string_view s(v);
+  if (s == "io_uring" || s == "uring" || s == "io-uring") return BackendKind::io_uring;
+  if (s == "epoll") return BackendKind::epoll;
+  if (s != "auto") {
+    static std::once_flag once;
+    std::call_once(once, [&] { fmt::print(stderr, "niox: ignoring NIOX_BACKEND={} (io_uring|epoll|auto)\n", s); });
+  }
+  return BackendKind::automatic;
+}
+
+}  // namespace
+
+const std::error_category& loop_category() noexcept {
+  static const LoopCategory c;
+  return c;
+}
+
+std::string_view to_string(BackendKind k) noexcept {
+  switch (k) {
+    case BackendKind::io_uring: return "io_uring";
+    case BackendKind::epoll: return "epoll";
+    case BackendKind::automatic: break;
+  }
+  return "auto";
+}
+
+namespace detail {
+
+int wait_events(const Operation& op) noexcept {
+  switch (op.kind) {
+    case OpKind::read: case OpKind::recvmsg: case OpKind::accept: case OpKind::accept_multishot:
+    case OpKind::read_at: case OpKind::splice:
+      return POLLIN;
+    case OpKind::poll: return op.events;
+    default: return POLLOUT;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
+  ignore_sigpipe_once();
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+
+  BackendKind want = options.backend;
+  if (want == BackendKind::automatic) want = env_backend();
+  std::error_code ec;
+  if (want == BackendKind::io_uring || want == BackendKind::automatic) {
+    backend_ = make_io_uring_backend(*this, options_, ec);
+    if (!backend_ && want == BackendKind::io_uring) {
+      ::close(wake_fd_);
+      throw std::system_error(ec, "niox: io_uring backend unavailable");
+    }
+    if (!backend_) {
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        fmt::print(stderr, "niox: io_uring unavailable ({}), using epoll\n", ec.message());
+      });
+    }
+  }
+  if (!backend_) {
+    backend_ = make_epoll_backend(*this, options_, ec);
+    if (!backend_) {
+      ::close(wake_fd_);
+      throw std::system_error(ec, "niox: epoll backend unavailable");
+    }
+  }
+  backend_->watch_internal(wake_fd_, InternalFd::wake);
+  ops_.reserve(64);
+  to_start_.reserve(64);
+  starting_.reserve(64);
+  completed_.reserve(64);
+  completing_.reserve(64);
+}
+
+LoopCore::~LoopCore() {
+  if (live_ops_ > 0 || has_tasks_.load()) shutdown();
+  backend_.reset();
+  if (leak_in_backend_) {
+    for (auto& owned : ops_) {
+      if (owned->live && owned->in_backend) (void)owned.release();
+    }
+  }
+  if (timer_fd_ >= 0) ::close(timer_fd_);
+  ::close(wake_fd_);
+}
+
+Operation* LoopCore::acquire() {
+  Operation* op = free_;
+  if (op) {
+    free_ = op->lane_next;
+    op->lane_next = nullptr;
+  } else {
+    auto owned = std::make_unique<Operation>();
+    op = owned.get();
+    op->index = static_cast<std::uint32_t>(ops_.size());
+    op->bufs.reserve(8);
+    op->iov.resize(8);
+    ops_.push_back(std::move(owned));
+  }
+  op->live = true;
+  ++live_ops_;
+  return op;
+}
+
+void LoopCore::recycle(Operation* op) noexcept {
+  op->fn.reset();
+  op->bufs.clear();
+  for (int fd : op->accepted) ::close(fd);
+  op->accepted.clear();
+  op->ec.clear();
+  op->live = op->in_backend = op->queued_to_start = op->in_completed = op->finished = false;
+  op->cancel_requested = op->linked = op->connect_started = false;
+  op->bstate = BackendState::none;
+  op->lane = Lane::none;
+  op->done = 0;
+  op->value = 0;
+  op->ticks = 0;
+  op->addrlen = 0;
+  op->fd = op->fd_out = op->home_fd = -1;
+  if (++op->generation == 0) op->generation = 1;
+  op->lane_next = free_;
+  free_ = op;
+  --live_ops_;
+}
+
+Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcept {
+  if (index >= ops_.size()) return nullptr;
+  Operation* op = ops_[index].get();
+  return op->live && op->generation == generation ? op : nullptr;
+}
+
+LoopCore::FdState& LoopCore::fd_state(int fd) {
+  if (static_cast<std::size_t>(fd) >= fds_.size()) fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  FdState& fs = fds_[fd];
+  if (!fs.classified) {
+    struct stat st {};
+    fs.is_socket = ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    fs.classified = true;
+  }
+  return fs;
+}
+
+static Lane lane_of(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::read: case OpKind::recvmsg: return Lane::read;
+    case OpKind::write: case OpKind::sendmsg: case OpKind::splice: case OpKind::transfer_to:
+      return Lane::write;
+    case OpKind::accept: case OpKind::accept_multishot: return Lane::accept;
+    default: return Lane::none;
+  }
+}
+
+void LoopCore::link(Operation* op) {
+  FdState& fs = fd_state(op->home_fd);
+  op->fd_prev = nullptr;
+  op->fd_next = fs.all;
+  if (fs.all) fs.all->fd_prev = op;
+  fs.all = op;
+  op->linked = true;
+  if (op->lane != Lane::none) {
+    int l = static_cast<int>(op->lane);
+    op->lane_next = nullptr;
+    if (fs.lane_tail[l]) fs.lane_tail[l]->lane_next = op; else fs.lane_head[l] = op;
+    fs.lane_tail[l] = op;
+  }
+}
+
+void LoopCore::unlink(Operation* op) noexcept {
+  op->linked = false;
+  FdState& fs = fds_[op->home_fd];
+  if (op->fd_prev) op->fd_prev->fd_next = op->fd_next; else fs.all = op->fd_next;
+  if (op->fd_next) op->fd_next->fd_prev = op->fd_prev;
+  op->fd_prev = op->fd_next = nullptr;
+  if (op->lane == Lane::none) return;
+  int l = static_cast<int>(op->lane);
+  Operation* prev = nullptr;
+  for (Operation* p = fs.lane_head[l]; p && p != op; p = p->lane_next) prev = p;
+  bool was_head = prev == nullptr;
+  if (prev) prev->lane_next = op->lane_next; else fs.lane_head[l] = op->lane_next;
+  if (fs.lane_tail[l] == op) fs.lane_tail[l] = prev;
+  op->lane_next = nullptr;
+  Operation* next = fs.lane_head[l];
+  if (was_head && next && !next->queued_to_start && !next->in_backend && !next->finished) {
+    next->queued_to_start = true;
+    to_start_.push_back(next);
+  }
+}
+
+OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
+  bool reads = a.kind == OpKind::read || a.kind == OpKind::recvmsg || a.kind == OpKind::read_at;
+  if (reads) {
+    if (a.single && a.single->is_read_only() && a.single->has_remaining()) throw ReadOnlyBufferException();
+    for (const ByteBuffer& b : a.many) {
+      if (b.is_read_only() && b.has_remaining()) throw ReadOnlyBufferException();
+    }
+  }
+  Operation* op = acquire();
+  op->kind = a.kind;
+  op->fd = a.fd;
+  op->fd_out = a.fd_out;
+  op->offset = a.offset;
+  op->offset_out = a.offset_out;
+  op->length = a.length;
+  op->events = a.events;
+  op->fn = std::move(fn);
+  if (a.single) op->bufs.push_back(std::move(*a.single));
+  else op->bufs.assign(a.many.begin(), a.many.end());
+  if (a.address) op->addrlen = a.address->to_native(op->addr);
+  OperationHandle h{op->index, op->generation};
+
+  if (shutting_down_) {
+    finish(op, operation_aborted());
+    return h;
+  }
+  if (a.kind == OpKind::timer) {
+    op->deadline = std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0));
+    op->period = a.period;
+    arm_timer(op);
+    return h;
+  }
+  bool two_fds = a.kind == OpKind::splice || a.kind == OpKind::transfer_to;
+  if (op->fd < 0 || (two_fds && op->fd_out < 0)) {
+    finish(op, std::make_error_code(std::errc::bad_file_descriptor));  // reported later, not thrown
+    return h;
+  }
+  op->fd_is_socket = fd_state(op->fd).is_socket;
+  op->lane = lane_of(a.kind);
+  op->home_fd = (a.kind == OpKind::splice || a.kind == OpKind::transfer_to) ? a.fd_out : a.fd;
+  link(op);
+  int l = static_cast<int>(op->lane);
+  if (op->lane == Lane::none || fds_[op->home_fd].lane_head[l] == op) {
+    op->queued_to_start = true;
+    to_start_.push_back(op);
+  }
+  return h;
+}
+
+bool LoopCore::prepare(Operation* op) {
+  switch (op->kind) {
+    case OpKind::read: case OpKind::read_at: case OpKind::recvmsg:
+    case OpKind::write: case OpKind::write_at: case OpKind::sendmsg: {
+      std::size_t want = std::min(op->bufs.size(), max_iovecs_per_call);
+      if (op->iov.size() < want) op->iov.resize(want);
+      std::span<iovec> out(op->iov.data(), want);
+      bool reading = op->kind == OpKind::read || op->kind == OpKind::read_at || op->kind == OpKind::recvmsg;
+      op->iovcnt = static_cast<int>(reading ? scatter_iovecs(op->bufs, out) : gather_iovecs(op->bufs, out));
+      if (op->iovcnt == 0 && op->kind != OpKind::recvmsg && op->kind != OpKind::sendmsg) return false;
+      if (!reading && op->iovcnt > 1) {
+        AtomicCounters::add(stats_.gathering_writes, 1);
+        AtomicCounters::add(stats_.gathered_buffers, op->iovcnt);
+      }
+      op->msg = msghdr{};
+      op->msg.msg_iov = op->iov.data();
+      op->msg.msg_iovlen = static_cast<std::size_t>(op->iovcnt);
+      if (op->kind == OpKind::recvmsg) {
+        op->msg.msg_name = &op->addr;
+        op->msg.msg_namelen = sizeof(op->addr);
+      } else if (op->kind == OpKind::sendmsg && op->addrlen > 0) {
+        op->msg.msg_name = &op->addr;
+        op->msg.msg_namelen = op->addrlen;
+      }
+      return true;
+    }
+    case OpKind::transfer_to:
+      return op->done < op->length;
+    default:
+      return true;
+  }
+}
+
+void LoopCore::begin_attempt(Operation* op) {
+  if (!prepare(op)) {
+    finish(op, {});
+    return;
+  }
+  op->in_backend = true;
+  AtomicCounters::add(stats_.ops_submitted, 1);
+  backend_->start(*op);
+}
+
+void LoopCore::on_result(Operation& o, long res, bool more) {
+  Operation* op = &o;
+  bool multishot = op->kind == OpKind::accept_multishot;
+  op->in_backend = multishot && more;
+  bool aborted = op->cancel_requested || res == -ECANCELED;
+  switch (op->kind) {
+    case OpKind::read: case OpKind::read_at: case OpKind::recvmsg:
+      if (res > 0) {
+        niox::advance(op->bufs, static_cast<std::size_t>(res));
+        op->done += static_cast<std::size_t>(res);
+        AtomicCounters::add(stats_.bytes_read, static_cast<std::uint64_t>(res));
+      }
+      if (op->kind == OpKind::recvmsg && res >= 0) {
+        op->value = op->msg.msg_flags;
+        op->addrlen = op->msg.msg_namelen;
+      }
+      finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
+      return;
+    case OpKind::write: case OpKind::write_at: case OpKind::sendmsg:
+      if (res > 0) {
+        niox::advance(op->bufs, static_cast<std::size_t>(res));
+        op->done += static_cast<std::size_t>(res);
+        if (op->kind == OpKind::write_at) op->offset += res;
+        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
+      }
+      if (aborted) return finish(op, operation_aborted());
+      if (res < 0) return finish(op, errno_code(res));
+      if (op->kind != OpKind::sendmsg && total_remaining(op->bufs) > 0) {
+        if (res == 0) return finish(op, std::make_error_code(std::errc::io_error));
+        return begin_attempt(op);  // the rest, in order: nothing else of this lane started
+      }
+      return finish(op, {});
+    case OpKind::splice:
+      if (res > 0) {
+        op->done = static_cast<std::size_t>(res);
+        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
+      }
+      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
+    case OpKind::transfer_to:
+      if (res > 0) {
+        op->done += static_cast<std::size_t>(res);
+        op->offset += res;
+        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
+      }
+      if (aborted) return finish(op, operation_aborted());
+      if (res < 0) return finish(op, errno_code(res));
+      if (op->done >= op->length) return finish(op, {});
+      if (res == 0) return finish(op, LoopError::end_of_file);
+      return begin_attempt(op);
+    case OpKind::accept:
+      if (res >= 0 && aborted) {
+        ::close(static_cast<int>(res));  // nobody will take it
+        res = -ECANCELED;
+      }
+      op->value = res >= 0 ? static_cast<int>(res) : -1;
+      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
+    case OpKind::accept_multishot:
+      if (res >= 0) {
+        op->accepted.push_back(static_cast<int>(res));
+        push_completed(op);
+        if (!more) {
+          if (op->cancel_requested) return finish(op, operation_aborted());
+          begin_attempt(op);  // the kernel ended the multishot without an error: re-arm
+        }
+        return;
+      }
+      op->value = -1;
+      return finish(op, aborted ? operation_aborted() : errno_code(res));
+    case OpKind::connect:
+      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
+    case OpKind::poll:
+      op->value = res > 0 ? static_cast<int>(res) : 0;
+      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
+    case OpKind::timer:
+      return;
+  }
+}
+
+void LoopCore::push_completed(Operation* op) noexcept {
+  if (op->in_completed) return;
+  op->in_completed = true;
+  completed_.push_back(op);
+}
+
+void LoopCore::finish(Operation* op, std::error_code ec) noexcept {
+  if (op->finished) return;
+  op->finished = true;
+  op->ec = ec;
+  if (op->linked) unlink(op);
+  push_completed(op);
+}
+
+bool LoopCore::cancel(OperationHandle h) {
+  Operation* op = find(h.index, h.generation);
+  if (!op || op->finished) return false;
+  if (op->kind == OpKind::timer) {
+    ++stale_timers_;  // its heap entry stays until popped or compacted
+    finish(op, operation_aborted());
+    return true;
+  }
+  if (op->in_backend) {
+    if (!op->cancel_requested) {
+      op->cancel_requested = true;
+      backend_->cancel(*op);
+    }
+    return true;
+  }
+  op->cancel_requested = true;
+  if (!op->queued_to_start) finish(op, operation_aborted());  // waiting behind its lane head
+  return true;
+}
+
+std::error_code LoopCore::close(int fd, bool really_close) {
+  std::error_code result;
+  if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+  if (static_cast<std::size_t>(fd) < fds_.size()) {
+    // Detach everything first: from here on no operation refers to this descriptor's state, so
+    // a new descriptor with the same number starts clean whatever the old ones still report.
+    std::vector<Operation*>& victims = starting_;  // reused scratch, empty between turns
+    std::size_t base = victims.size();
+    for (Operation* op = fds_[fd].all; op; op = op->fd_next) victims.push_back(op);
+    for (std::size_t i = base; i < victims.size(); ++i) {
+      victims[i]->linked = false;
+      victims[i]->lane_next = nullptr;
+    }
+    fds_[fd] = FdState{};
+    for (std::size_t i = base; i < victims.size(); ++i) {
+      Operation* op = victims[i];
+      if (op->in_backend) {
+        if (!op->cancel_requested) {
+          op->cancel_requested = true;
+          backend_->cancel(*op);
+        }
+      } else {
+        op->cancel_requested = true;
+        if (!op->queued_to_start) finish(op, operation_aborted());
+      }
+    }
+    victims.resize(base);
+  }
+  backend_->forget_fd(fd);
+  if (really_close && ::close(fd) != 0) result = {errno, std::generic_category()};
+  return result;
+}
+
+// ---- The turn -------------------------------------------------------------------------------
+
+std::size_t LoopCore::run_tasks() {
+  wake_pending_.store(false, std::memory_order_seq_cst);
+  if (!has_tasks_.load(std::memory_order_acquire)) return 0;
+  {
+    std::lock_guard lock(task_mutex_);
+    std::swap(tasks_, running_tasks_);
+    has_tasks_.store(false, std::memory_order_relaxed);
+  }
+  std::size_t n = running_tasks_.size();
+  for (auto& t : running_tasks_) invoke_guarded(t);
+  running_tasks_.clear();
+  AtomicCounters::add(stats_.tasks_run, n);
+  return n;
+}
+
+void LoopCore::start_queued() {
+  while (!to_start_.empty()) {
+    std::swap(to_start_, starting_);
+    for (Operation* op : starting_) {
+      op->queued_to_start = false;
+      if (op->cancel_requested || shutting_down_) finish(op, operation_aborted());
+      else begin_attempt(op);
+    }
+    starting_.clear();
+  }
+}
+
+std::size_t LoopCore::run_completions() {
+  if (completed_.empty()) return 0;
+  std::swap(completed_, completing_);
+  std::size_t n = 0;
+  Completion c;
+  for (Operation* op : completing_) {
+    op->in_completed = false;
+    if (op->kind == OpKind::accept_multishot) {
+      for (std::size_t i = 0; i < op->accepted.size(); ++i) {
+        c = Completion{};
+        c.value = op->accepted[i];
+        invoke_guarded(op->fn, c);
+        ++n;
+      }
+      op->accepted.clear();
+    } else if (op->kind == OpKind::timer && op->ticks > 0 && !op->finished) {
+      op->ticks = 0;
+      c = Completion{};
+      invoke_guarded(op->fn, c);
+      AtomicCounters::add(stats_.timers_fired, 1);
+      ++n;
+    }
+    if (op->finished && !op->in_completed) {
+      c = Completion{};
+      c.ec = op->ec;
+      c.bytes = op->done;
+      c.value = op->value;
+      c.buffers = std::span<ByteBuffer>(op->bufs);
+      if (op->kind == OpKind::recvmsg && !op->ec) {
+        c.peer = &op->addr;
+        c.peer_len = op->addrlen;
+      }
+      if (op->kind == OpKind::timer && !op->ec) AtomicCounters::add(stats_.timers_fired, 1);
+      invoke_guarded(op->fn, c);
+      AtomicCounters::add(stats_.ops_completed, 1);
+      recycle(op);
+      ++n;
+    }
+  }
+  completing_.clear();
+  return n;
+}
+
+void LoopCore::arm_timer(Operation* op) {
+  // Idle-timeout patterns cancel and re-arm a timer per message: drop the cancelled entries
+  // once they dominate, so the heap stays proportional to the live timers.
+  if (stale_timers_ > 256 && stale_timers_ * 2 > timers_.size()) {
+    std::erase_if(timers_, [](const TimerEntry& e) {
+      return e.op->generation != e.generation || !e.op->live || e.op->finished;
+    });
+    std::make_heap(timers_.begin(), timers_.end(), TimerLater{});
+    stale_timers_ = 0;
+  }
+  timers_.push_back({op->deadline, timer_seq_++, op, op->generation});
+  std::push_heap(timers_.begin(), timers_.end(), TimerLater{});
+}
+
+std::size_t LoopCore::run_timers() {
+  if (timers_.empty()) return 0;
+  auto now = std::chrono::steady_clock::now();
+  std::size_t n = 0;
+  while (!timers_.empty() && timers_.front().deadline <= now) {
+    TimerEntry e = timers_.front();
+    std::pop_heap(timers_.begin(), timers_.end(), TimerLater{});
+    timers_.pop_back();
+    Operation* op = e.op;
+    if (op->generation != e.generation || !op->live || op->finished) {
+      if (stale_timers_ > 0) --stale_timers_;
+      continue;
+    }
+    ++n;
+    if (op->period.count() <= 0) {
+      finish(op, {});
+      continue;
+    }
+    ++op->ticks;
+    push_completed(op);
+    do op->deadline += op->period; while (op->deadline <= now);
+    arm_timer(op);
+  }
+  return n;
+}
+
+bool LoopCore::has_immediate_work() const noexcept {
+  return !completed_.empty() || !to_start_.empty() || has_tasks_.load(std::memory_order_acquire) ||
+         stop_.load(std::memory_order_relaxed);
+}
+
+std::chrono::nanoseconds LoopCore::next_timeout(std::chrono::nanoseconds limit) const noexcept {
+  if (timers_.empty()) return limit;
+  auto d = timers_.front().deadline - std::chrono::steady_clock::now();
+  auto ns = std::max(std::chrono::duration_cast<std::chrono::nanoseconds>(d), std::chrono::nanoseconds(0));
+  return limit.count() < 0 ? ns : std::min(ns, limit);
+}
+
+std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
+  thread_tid_.store(current_tid(), std::memory_order_relaxed);
+  AtomicCounters::add(stats_.loop_turns, 1);
+  if (embedded_) backend_->clear_pollable();
+  std::size_t n = run_tasks();
+  start_queued();
+  backend_->flush();
+  auto t = has_immediate_work() || n > 0 ? std::chrono::nanoseconds(0) : next_timeout(timeout);
+  backend_->wait(t);
+  n += run_completions();
+  n += run_timers();
+  n += run_completions();
+  if (embedded_) {
+    // The host only looks at pollable_fd(): make it readable when work is already waiting, and
+    // let the timerfd carry the next deadline.
+    if (has_immediate_work()) self_wake();
+    backend_->submit_pending();
+    auto deadline = timers_.empty() ? std::chrono::steady_clock::time_point{} : timers_.front().deadline;
+    if (deadline != timer_fd_deadline_) {
+      itimerspec its{};
+      if (!timers_.empty()) {
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        if (ns <= 0) ns = 1;
+        its.it_value.tv_sec = ns / 1000000000;
+        its.it_value.tv_nsec = ns % 1000000000;
+      }
+      ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+      timer_fd_deadline_ = deadline;
+    }
+  }
+  return n;
+}
+
+void LoopCore::run() {
+  running_ = true;
+  while (!stop_.load(std::memory_order_acquire)) run_once(std::chrono::nanoseconds(-1));
+  // Tasks queued before stop() still run.
+  run_tasks();
+  stop_.store(false);
+  running_ = false;
+}
+
+void LoopCore::stop() noexcept {
+  stop_.store(true, std::memory_order_release);
+  self_wake();
+}
+
+void LoopCore::self_wake() noexcept {
+  if (!wake_pending_.exchange(true)) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void LoopCore::execute(UniqueFunction<void()> task) {
+  {
+    std::lock_guard lock(task_mutex_);
+    tasks_.push_back(std::move(task));
+    has_tasks_.store(true, std::memory_order_release);
+  }
+  if (!in_loop_thread() || embedded_) self_wake();
+}
+
+bool LoopCore::in_loop_thread() const noexcept {
+  return thread_tid_.load(std::memory_order_relaxed) == current_tid();
+}
+
+void LoopCore::on_internal(InternalFd which) {
+  if (which == InternalFd::wake) AtomicCounters::add(stats_.wakeups, 1);
+}
+
+void LoopCore::abort_all() {
+  shutting_down_ = true;
+  for (auto& fs : fds_) fs = FdState{};
+  for (auto& owned : ops_) {
+    Operation* op = owned.get();
+    if (!op->live || op->finished) continue;
+    op->linked = false;
+    op->cancel_requested = true;
+    if (op->kind == OpKind::timer) finish(op, operation_aborted());
+    else if (op->in_backend) backend_->cancel(*op);
+    else if (!op->queued_to_start) finish(op, operation_aborted());
+  }
+}
+
+void LoopCore::shutdown() {
+  thread_tid_.store(current_tid(), std::memory_order_relaxed);
+  abort_all();
+  // Run until the kernel has let go of every operation: their buffers die only after that.
+  std::size_t last_live = live_ops_, idle_rounds = 0;
+  while (live_ops_ > 0 || has_tasks_.load() || !completed_.empty() || !to_start_.empty()) {
+    if (live_ops_ > 0 && live_ops_ == last_live && ++idle_rounds > 100) {
+      // The kernel does not answer (a ring driven from a thread that is not its issuer): leak
+      // what it may still write into rather than free it under the kernel's feet.
+      fmt::print(stderr, "niox: {} operations still in the kernel at shutdown, leaking them\n", live_ops_);
+      leak_in_backend_ = true;
+      break;
+    }
+    if (live_ops_ != last_live) idle_rounds = 0;
+    last_live = live_ops_;
+    run_tasks();
+    start_queued();
+    backend_->flush();
+    backend_->wait(has_immediate_work() ? std::chrono::nanoseconds(0) : std::chrono::milliseconds(100));
+    run_completions();
+    // Handlers may have started new operations (aborted at once) or timers.
+    for (auto& owned : ops_) {
+      Operation* op = owned.get();
+      if (op->live && !op->finished && op->kind == OpKind::timer) finish(op, operation_aborted());
+    }
+  }
+  timers_.clear();
+}
+
+int LoopCore::pollable_fd() {
+  if (!embedded_) {
+    timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timer_fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
+    backend_->watch_internal(timer_fd_, InternalFd::timer);
+    embedded_ = true;
+    self_wake();  // whatever is already queued gets a first turn
+  }
+  return backend_->pollable_fd();
+}
+
+LoopCounters LoopCore::counters() const noexcept {
+  auto r = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  LoopCounters c;
+  c.loop_turns = r(stats_.loop_turns);
+  c.kernel_entries = r(stats_.kernel_entries);
+  c.ops_submitted = r(stats_.ops_submitted);
+  c.ops_completed = r(stats_.ops_completed);
+  c.bytes_read = r(stats_.bytes_read);
+  c.bytes_written = r(stats_.bytes_written);
+  c.gathering_writes = r(stats_.gathering_writes);
+  c.gathered_buffers = r(stats_.gathered_buffers);
+  c.tasks_run = r(stats_.tasks_run);
+  c.wakeups = r(stats_.wakeups);
+  c.timers_fired = r(stats_.timers_fired);
+  c.sq_full_submits = r(stats_.sq_full_submits);
+  c.cq_overflow_flushes = r(stats_.cq_overflow_flushes);
+  return c;
+}
+
+}  // namespace detail
+
+// ---- EventLoop ------------------------------------------------------------------------------
+
+EventLoop::EventLoop() : EventLoop(Options{}) {}
+EventLoop::EventLoop(Options options) : core_(std::make_unique<detail::LoopCore>(options)) {}
+EventLoop::~EventLoop() = default;
+
+bool EventLoop::backend_available(BackendKind kind) {
+  if (kind == BackendKind::automatic) return true;
+  std::error_code ec;
+  return kind == BackendKind::epoll || detail::io_uring_usable(ec);
+}
+
+BackendKind EventLoop::backend() const noexcept { return core_->kind(); }
+void EventLoop::run() { core_->run(); }
+std::size_t EventLoop::run_once(std::chrono::milliseconds timeout) {
+  return core_->run_once(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+}
+void EventLoop::stop() { core_->stop(); }
+void EventLoop::shutdown() { core_->shutdown(); }
+bool EventLoop::in_loop_thread() const noexcept { return core_->in_loop_thread(); }
+void EventLoop::execute(detail::UniqueFunction<void()> task) { core_->execute(std::move(task)); }
+bool EventLoop::cancel(OperationHandle handle) { return core_->cancel(handle); }
+std::error_code EventLoop::close(int fd) { return core_->close(fd, true); }
+void EventLoop::release(int fd) { core_->close(fd, false); }
+LoopCounters EventLoop::counters() const noexcept { return core_->counters(); }
+std::size_t EventLoop::pending() const noexcept { return core_->pending(); }
+int EventLoop::pollable_fd() { return core_->pollable_fd(); }
+OperationHandle EventLoop::start(const detail::OpArgs& args, detail::CompletionFn fn) {
+  return core_->start(args, std::move(fn));
+}
+
+}  // namespace niox

@@ -1,0 +1,414 @@
+#include "loop/io_uring_backend.hpp"
+
+#include <niox/buffer/gather.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace niox::detail {
+
+namespace {
+enum Tag : unsigned { tag_ignore = 0, tag_op = 1, tag_poll = 2, tag_internal = 3 };
+constexpr std::uint64_t no_offset = ~std::uint64_t{0};
+
+int init_ring(unsigned entries, io_uring& ring, unsigned& flags_out) {
+  const unsigned attempts[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
+      IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+      0,
+  };
+  int r = -ENOSYS;
+  for (unsigned flags : attempts) {
+    io_uring_params p{};
+    p.flags = flags;
+    r = io_uring_queue_init_params(std::max(2u, entries), &ring, &p);
+    if (r == 0) {
+      flags_out = flags;
+      return 0;
+    }
+    if (r != -EINVAL) return r;  // ENOSYS, EPERM, ENOMEM: no ring at all
+  }
+  return r;
+}
+}  // namespace
+
+bool io_uring_usable(std::error_code& ec) {
+  io_uring ring;
+  unsigned flags = 0;
+  int r = init_ring(4, ring, flags);
+  if (r < 0) {
+    ec = {-r, std::generic_category()};
+    return false;
+  }
+  io_uring_queue_exit(&ring);
+  return true;
+}
+
+std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::Options& options,
+                                               std::error_code& ec) {
+  io_uring ring;
+  unsigned flags = 0;
+  int r = init_ring(options.ring_entries, ring, flags);
+  if (r < 0) {
+    ec = {-r, std::generic_category()};
+    return nullptr;
+  }
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  bool ok = probe && io_uring_opcode_supported(probe, IORING_OP_POLL_ADD) &&
+            io_uring_opcode_supported(probe, IORING_OP_ASYNC_CANCEL) &&
+            io_uring_opcode_supported(probe, IORING_OP_READ);
+  if (!ok) {
+    if (probe) io_uring_free_probe(probe);
+    io_uring_queue_exit(&ring);
+    ec = std::make_error_code(std::errc::function_not_supported);
+    return nullptr;
+  }
+  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only);
+  io_uring_free_probe(probe);
+  return b;
+}
+
+IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
+                               bool readiness_only)
+    : core_(core), ring_(ring), setup_flags_(setup_flags),
+      enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
+  if (probe) {
+    for (int op = 0; op <= IORING_OP_LAST && op <= probe->last_op; ++op) {
+      has_op_[op] = io_uring_opcode_supported(probe, op);
+    }
+    io_uring_free_probe(probe);
+  }
+  if (readiness_only) {
+    for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE, IORING_OP_WRITEV,
+                   IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG, IORING_OP_ACCEPT,
+                   IORING_OP_CONNECT, IORING_OP_SPLICE}) {
+      has_op_[op] = false;
+    }
+  }
+  io_uring_register_ring_fd(&ring_);  // saves a descriptor lookup per enter; optional
+}
+
+IoUringBackend::~IoUringBackend() {
+  io_uring_queue_exit(&ring_);
+  if (notify_fd_ >= 0) ::close(notify_fd_);
+}
+
+void IoUringBackend::ensure_enabled() {
+  if (!enabled_) {
+    // The calling (loop) thread becomes the single issuer. liburing 2.3 declares
+    // io_uring_enable_rings but does not export it: register directly.
+    ::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+    enabled_ = true;
+  }
+}
+
+bool IoUringBackend::native(const Operation& op) const noexcept {
+  switch (op.kind) {
+    case OpKind::read:
+      return op.fd_is_socket && op.iovcnt == 1 ? has_op_[IORING_OP_RECV]
+             : op.iovcnt == 1                  ? has_op_[IORING_OP_READ]
+                                               : has_op_[IORING_OP_READV];
+    case OpKind::write:
+      return op.fd_is_socket ? (op.iovcnt == 1 ? has_op_[IORING_OP_SEND] : has_op_[IORING_OP_SENDMSG])
+             : op.iovcnt == 1 ? has_op_[IORING_OP_WRITE]
+                              : has_op_[IORING_OP_WRITEV];
+    case OpKind::accept: case OpKind::accept_multishot: return has_op_[IORING_OP_ACCEPT];
+    case OpKind::connect: return has_op_[IORING_OP_CONNECT];
+    case OpKind::recvmsg: return has_op_[IORING_OP_RECVMSG];
+    case OpKind::sendmsg: return has_op_[IORING_OP_SENDMSG];
+    case OpKind::poll: return has_op_[IORING_OP_POLL_ADD];
+    case OpKind::read_at: return has_op_[IORING_OP_READV];
+    case OpKind::write_at: return has_op_[IORING_OP_WRITEV];
+    case OpKind::splice: return has_op_[IORING_OP_SPLICE];
+    case OpKind::transfer_to: case OpKind::timer: return false;
+  }
+  return false;
+}
+
+void IoUringBackend::submit_now() {
+  ensure_enabled();
+  AtomicCounters::add(core_.stats().kernel_entries, 1);
+  io_uring_submit(&ring_);
+}
+
+io_uring_sqe* IoUringBackend::get_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (!sqe) {
+    AtomicCounters::add(core_.stats().sq_full_submits, 1);
+    submit_now();  // SQ full: hand what is there to the kernel and take the freed entry
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  return sqe;
+}
+
+void IoUringBackend::start(Operation& op) {
+  if (!native(op)) {
+    op.bstate = BackendState::ready;
+    sync_ready_.push_back(&op);
+    return;
+  }
+  prep(op);
+}
+
+bool IoUringBackend::prep(Operation& op) {
+  if (op.bstate == BackendState::poll || (!native(op) && op.bstate != BackendState::sqe)) {
+    return arm_poll(op);
+  }
+  io_uring_sqe* sqe = get_sqe();
+  if (!sqe) {
+    op.bstate = BackendState::backlog;
+    backlog_.push_back(&op);
+    return false;
+  }
+  const iovec& v = op.iov[0];
+  switch (op.kind) {
+    case OpKind::read:
+      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_recv(sqe, op.fd, v.iov_base, v.iov_len, 0);
+      else if (op.iovcnt == 1) io_uring_prep_read(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
+      else io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
+      break;
+    case OpKind::write:
+      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(sqe, op.fd, v.iov_base, v.iov_len, MSG_NOSIGNAL);
+      else if (op.fd_is_socket) io_uring_prep_sendmsg(sqe, op.fd, &op.msg, MSG_NOSIGNAL);
+      else if (op.iovcnt == 1) io_uring_prep_write(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
+      else io_uring_prep_writev(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
+      break;
+    case OpKind::accept:
+      io_uring_prep_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      break;
+    case OpKind::accept_multishot:
+      if (multishot_accept_) io_uring_prep_multishot_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      else io_uring_prep_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      break;
+    case OpKind::connect:
+      io_uring_prep_connect(sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen);
+      break;
+    case OpKind::recvmsg:
+      io_uring_prep_recvmsg(sqe, op.fd, &op.msg, 0);
+      break;
+    case OpKind::sendmsg:
+      io_uring_prep_sendmsg(sqe, op.fd, &op.msg, MSG_NOSIGNAL);
+      break;
+    case OpKind::poll:
+      io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(op.events));
+      break;
+    case OpKind::read_at:
+      io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), static_cast<std::uint64_t>(op.offset));
+      break;
+    case OpKind::write_at:
+      io_uring_prep_writev(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), static_cast<std::uint64_t>(op.offset));
+      break;
+    case OpKind::splice:
+      io_uring_prep_splice(sqe, op.fd, op.offset, op.fd_out, op.offset_out,
+                           static_cast<unsigned>(std::min(op.length, max_bytes_per_call)), 0);
+      break;
+    case OpKind::transfer_to: case OpKind::timer:
+      break;
+  }
+  io_uring_sqe_set_data64(sqe, op.user_data(tag_op));
+  op.bstate = BackendState::sqe;
+  return true;
+}
+
+bool IoUringBackend::arm_poll(Operation& op) {
+  io_uring_sqe* sqe = get_sqe();
+  if (!sqe) {
+    op.bstate = BackendState::poll;  // remembered: the backlog re-arms a poll, not the op
+    backlog_.push_back(&op);
+    return false;
+  }
+  int fd = op.fd;
+  unsigned mask = static_cast<unsigned>(wait_events(op));
+  if (op.kind == OpKind::transfer_to || op.kind == OpKind::splice) {
+    pollfd p{op.fd_out, POLLOUT, 0};
+    if (op.kind == OpKind::transfer_to || ::poll(&p, 1, 0) == 0) {
+      fd = op.fd_out;
+      mask = POLLOUT;
+    }
+  }
+  io_uring_prep_poll_add(sqe, fd, mask);
+  io_uring_sqe_set_data64(sqe, op.user_data(tag_poll));
+  op.bstate = BackendState::poll;
+  return true;
+}
+
+void IoUringBackend::cancel(Operation& op) {
+  switch (op.bstate) {
+    case BackendState::ready: case BackendState::backlog:
+      if (op.blist) op.blist->remove(&op);
+      op.bstate = BackendState::none;
+      core_.on_result(op, -ECANCELED);
+      return;
+    case BackendState::sqe: case BackendState::poll: {
+      std::uint64_t target = op.user_data(op.bstate == BackendState::sqe ? tag_op : tag_poll);
+      io_uring_sqe* sqe = get_sqe();
+      if (!sqe) {
+        pending_cancels_.push_back(target);
+        return;
+      }
+      io_uring_prep_cancel64(sqe, target, 0);
+      io_uring_sqe_set_data64(sqe, tag_ignore);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void IoUringBackend::forget_fd(int) {
+  // SQEs still in the SQ name the descriptor by number: they must reach the kernel before the
+  // number can be closed and reused.
+  if (io_uring_sq_ready(&ring_) > 0) submit_now();
+}
+
+void IoUringBackend::flush() {
+  while (!pending_cancels_.empty()) {
+    io_uring_sqe* sqe = get_sqe();
+    if (!sqe) break;
+    io_uring_prep_cancel64(sqe, pending_cancels_.back(), 0);
+    io_uring_sqe_set_data64(sqe, tag_ignore);
+    pending_cancels_.pop_back();
+  }
+  for (unsigned w = 1; w < 3; ++w) {
+    if (internal_fd_[w] >= 0 && !internal_armed_[w]) arm_internal(w);
+  }
+  while (Operation* op = backlog_.head) {
+    backlog_.remove(op);
+    if (!prep(*op)) break;
+  }
+  while (Operation* op = sync_ready_.pop_front()) {
+    op->bstate = BackendState::none;
+    AtomicCounters::add(core_.stats().kernel_entries, 1);
+    long r = attempt_sync(*op);
+    if (r == -EAGAIN) {
+      arm_poll(*op);
+      continue;
+    }
+    core_.on_result(*op, r);
+  }
+}
+
+void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
+  ensure_enabled();
+  AtomicCounters::add(core_.stats().kernel_entries, 1);
+  if (timeout.count() == 0) {
+    io_uring_submit_and_get_events(&ring_);
+  } else {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts{};
+    ts.tv_sec = timeout.count() / 1000000000;
+    ts.tv_nsec = timeout.count() % 1000000000;
+    int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout.count() < 0 ? nullptr : &ts, nullptr);
+    if (r == -EBUSY) io_uring_get_events(&ring_);  // CQ overflow backlog: reap, retry next turn
+  }
+  reap();
+  flush();
+}
+
+void IoUringBackend::reap() {
+  io_uring_cqe* cqes[64];
+  for (;;) {
+    if (io_uring_cq_has_overflow(&ring_)) {
+      // Completions waiting in the kernel's overflow list; peek flushes them (get_events) once
+      // the CQ has room again.
+      AtomicCounters::add(core_.stats().cq_overflow_flushes, 1);
+    }
+    unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+    if (n == 0) {
+      if (io_uring_cq_has_overflow(&ring_)) {
+        AtomicCounters::add(core_.stats().kernel_entries, 1);
+        io_uring_get_events(&ring_);
+        continue;
+      }
+      return;
+    }
+    for (unsigned i = 0; i < n; ++i) handle(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
+    io_uring_cq_advance(&ring_, n);
+  }
+}
+
+void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
+  unsigned tag = ud & 3;
+  if (tag == tag_ignore) return;
+  if (tag == tag_internal) {
+    unsigned which = static_cast<unsigned>((ud >> 2) & 0xff);
+    internal_armed_[which] = false;
+    arm_internal(which);
+    core_.on_internal(static_cast<InternalFd>(which));
+    return;
+  }
+  Operation* op = core_.find(static_cast<std::uint32_t>((ud >> 2) & 0x3fffffff),
+                             static_cast<std::uint32_t>(ud >> 32));
+  if (!op) return;  // stale: nothing of this operation is live any more
+  if (tag == tag_poll) {
+    op->bstate = BackendState::none;
+    if (res < 0) core_.on_result(*op, res);
+    else if (op->cancel_requested) core_.on_result(*op, -ECANCELED);
+    else {
+      op->bstate = BackendState::ready;
+      sync_ready_.push_back(op);
+    }
+    return;
+  }
+  bool more = (flags & IORING_CQE_F_MORE) != 0;
+  if (op->kind == OpKind::accept_multishot && res == -EINVAL && multishot_accept_ &&
+      !op->cancel_requested) {
+    multishot_accept_ = false;  // kernel without multishot accept: one accept at a time
+    prep(*op);
+    return;
+  }
+  if (res == -EAGAIN && !more && !op->cancel_requested && op->kind != OpKind::poll) {
+    // A non-blocking descriptor the kernel would not wait on for us (pipes with O_NONBLOCK):
+    // wait for readiness and retry with a plain syscall.
+    arm_poll(*op);
+    return;
+  }
+  if (!more) op->bstate = BackendState::none;
+  core_.on_result(*op, res, more);
+}
+
+bool IoUringBackend::arm_internal(unsigned which) {
+  io_uring_sqe* sqe = get_sqe();
+  if (!sqe) return false;
+  io_uring_prep_read(sqe, internal_fd_[which], &internal_buf_[which], sizeof internal_buf_[which], 0);
+  io_uring_sqe_set_data64(sqe, (std::uint64_t{which} << 2) | tag_internal);
+  internal_armed_[which] = true;
+  return true;
+}
+
+void IoUringBackend::watch_internal(int fd, InternalFd which) {
+  internal_fd_[static_cast<unsigned>(which)] = fd;
+  arm_internal(static_cast<unsigned>(which));
+}
+
+int IoUringBackend::pollable_fd() {
+  if (notify_fd_ < 0) {
+    notify_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (notify_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+    int r = io_uring_register_eventfd(&ring_, notify_fd_);
+    if (r < 0) throw std::system_error(-r, std::generic_category(), "io_uring_register_eventfd");
+    std::uint64_t one = 1;  // the host's first look finds work: the first turn submits
+    [[maybe_unused]] auto w = ::write(notify_fd_, &one, sizeof one);
+  }
+  return notify_fd_;
+}
+
+void IoUringBackend::submit_pending() {
+  flush();
+  if (io_uring_sq_ready(&ring_) > 0) submit_now();
+}
+
+void IoUringBackend::clear_pollable() {
+  std::uint64_t v;
+  if (notify_fd_ >= 0) [[maybe_unused]] auto r = ::read(notify_fd_, &v, sizeof v);
+}
+
+}  // namespace niox::detail

@@ -1,0 +1,121 @@
+// Private: the backend-independent part of an EventLoop.
+#pragma once
+
+#include "loop/backend.hpp"
+#include "loop/operation.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace niox::detail {
+
+// Counters written by the loop thread only; relaxed atomics so other threads may read them.
+struct AtomicCounters {
+  std::atomic<std::uint64_t> loop_turns{0}, kernel_entries{0}, ops_submitted{0}, ops_completed{0},
+      bytes_read{0}, bytes_written{0}, gathering_writes{0}, gathered_buffers{0}, tasks_run{0},
+      wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0};
+  static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+class LoopCore {
+ public:
+  explicit LoopCore(const EventLoop::Options& options);
+  ~LoopCore();
+
+  // ---- used by EventLoop ----
+  OperationHandle start(const OpArgs& args, CompletionFn fn);
+  bool cancel(OperationHandle h);
+  std::error_code close(int fd, bool really_close);
+  std::size_t run_once(std::chrono::nanoseconds timeout);  // negative = no limit
+  void run();
+  void stop() noexcept;
+  void shutdown();
+  void execute(UniqueFunction<void()> task);
+  bool in_loop_thread() const noexcept;
+  LoopCounters counters() const noexcept;
+  std::size_t pending() const noexcept { return live_ops_; }
+  std::size_t timer_heap_size() const noexcept { return timers_.size(); }
+  int pollable_fd();
+  BackendKind kind() const noexcept { return backend_->kind(); }
+
+  // ---- used by backends ----
+  // Result of one attempt: bytes / value, or -errno. `more`: a multishot operation stays armed.
+  void on_result(Operation& op, long res, bool more = false);
+  void on_internal(InternalFd which);
+  // The live operation named by (index, generation) or nullptr.
+  Operation* find(std::uint32_t index, std::uint32_t generation) noexcept;
+  AtomicCounters& stats() noexcept { return stats_; }
+
+ private:
+  struct FdState {
+    Operation* lane_head[static_cast<int>(Lane::count)]{};
+    Operation* lane_tail[static_cast<int>(Lane::count)]{};
+    Operation* all = nullptr;
+    bool classified = false;
+    bool is_socket = false;
+  };
+  struct TimerEntry {
+    std::chrono::steady_clock::time_point deadline;
+    std::uint64_t seq;
+    Operation* op;
+    std::uint32_t generation;
+  };
+  struct TimerLater {
+    bool operator()(const TimerEntry& a, const TimerEntry& b) const noexcept {
+      return a.deadline != b.deadline ? a.deadline > b.deadline : a.seq > b.seq;
+    }
+  };
+
+  Operation* acquire();
+  void recycle(Operation* op) noexcept;
+  FdState& fd_state(int fd);
+  void link(Operation* op);
+  void unlink(Operation* op) noexcept;
+  void begin_attempt(Operation* op);
+  bool prepare(Operation* op);
+  void finish(Operation* op, std::error_code ec) noexcept;
+  void push_completed(Operation* op) noexcept;
+  std::size_t run_tasks();
+  void start_queued();
+  std::size_t run_completions();
+  std::size_t run_timers();
+  void arm_timer(Operation* op);
+  bool has_immediate_work() const noexcept;
+  std::chrono::nanoseconds next_timeout(std::chrono::nanoseconds limit) const noexcept;
+  void abort_all();
+  void self_wake() noexcept;
+
+  EventLoop::Options options_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<std::unique_ptr<Operation>> ops_;
+  Operation* free_ = nullptr;
+  std::size_t live_ops_ = 0;
+  std::vector<FdState> fds_;
+  std::vector<Operation*> to_start_, starting_;
+  std::vector<Operation*> completed_, completing_;
+  std::vector<TimerEntry> timers_;  // min-heap by TimerLater
+  std::uint64_t timer_seq_ = 0;
+  std::size_t stale_timers_ = 0;  // cancelled timers whose heap entries remain
+
+  std::mutex task_mutex_;
+  std::vector<UniqueFunction<void()>> tasks_, running_tasks_;
+  std::atomic<bool> has_tasks_{false};
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> thread_tid_{0};
+  int wake_fd_ = -1;
+  int timer_fd_ = -1;                 // embedded mode only
+  std::chrono::steady_clock::time_point timer_fd_deadline_{};
+  bool embedded_ = false;
+  bool shutting_down_ = false;
+  bool running_ = false;
+  bool leak_in_backend_ = false;
+  AtomicCounters stats_;
+};
+
+}  // namespace niox::detail

@@ -1,0 +1,110 @@
+// Raw-syscall descriptors for loop tests: socket pairs, loopback listeners, pipes, temp files,
+// all O_CLOEXEC and non-blocking, and a bounded way to run a loop until something holds.
+#pragma once
+
+#include <niox/loop/event_loop.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace niox::test {
+
+// Owns a descriptor; closes it unless released.
+class LoopFd {
+ public:
+  LoopFd() = default;
+  explicit LoopFd(int fd) : fd_(fd) {}
+  LoopFd(LoopFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  LoopFd& operator=(LoopFd&& o) noexcept {
+    reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  ~LoopFd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+inline std::pair<LoopFd, LoopFd> loop_socket_pair(int type = SOCK_STREAM) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+    ADD_FAILURE() << "socketpair: " << errno;
+  }
+  return {LoopFd(sv[0]), LoopFd(sv[1])};
+}
+
+inline std::pair<LoopFd, LoopFd> loop_pipe() {
+  int p[2];
+  if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << errno;
+  return {LoopFd(p[0]), LoopFd(p[1])};
+}
+
+inline std::uint16_t local_port(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+// A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
+inline LoopFd loop_tcp_listener() {
+  LoopFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 128) != 0) {
+    ADD_FAILURE() << "listen: " << errno;
+  }
+  return fd;
+}
+
+inline LoopFd loop_tcp_socket() { return LoopFd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)); }
+
+// A bound UDP socket on 127.0.0.1.
+inline LoopFd loop_udp_socket() {
+  LoopFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  return fd;
+}
+
+// A temporary file, already unlinked.
+inline LoopFd loop_temp_file() {
+  std::string path = (std::filesystem::temp_directory_path() / "niox-loop-XXXXXX").string();
+  int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) ADD_FAILURE() << "mkostemp: " << errno;
+  ::unlink(path.c_str());
+  return LoopFd(fd);
+}
+
+// Runs turns until pred() holds or `limit` passes; returns pred().
+template <class Pred>
+bool run_until(EventLoop& loop, Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred() && std::chrono::steady_clock::now() < end) loop.run_once(std::chrono::milliseconds(10));
+  return pred();
+}
+
+}  // namespace niox::test
