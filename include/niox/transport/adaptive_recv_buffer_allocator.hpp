@@ -1,0 +1,97 @@
+// AdaptiveRecvBufferAllocator: sizes receive buffers from what recent reads returned (Netty's
+// AdaptiveRecvByteBufAllocator) and decides when a read batch ends.
+//
+// The guess moves along a table of sizes (16-byte steps up to 512, then powers of two): a batch
+// that filled its buffer grows the next guess quickly (4 steps), two small batches in a row
+// shrink it slowly (1 step), always within [minimum, maximum]. So an idle chatty connection
+// holds small buffers and a bulk one large ones, without a fixed worst-case size per connection.
+//
+// A transport's read loop, per readiness event (or completion batch):
+//
+//   auto& h = channel_handle;  h.reset(channel.config());
+//   do {
+//     ByteBuffer b = h.allocate();               // guess() bytes from the allocate function
+//     h.attempted_bytes_read(b.remaining());
+//     ssize_t n = read(fd, b ...);               // -1 for EOF, 0 for EAGAIN
+//     h.last_bytes_read(n);
+//     if (n <= 0) break;
+//     h.increment_messages_read();
+//     fire channel_read(b)
+//   } while (h.continue_reading());
+//   h.read_complete();  fire channel_read_complete
+//
+// Buffers come from an allocate function (a pool in production); the allocator itself holds no
+// memory.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <sys/types.h>
+
+namespace niox {
+
+class ChannelConfig;
+
+class AdaptiveRecvBufferAllocator {
+ public:
+  using AllocateFunction = std::function<ByteBuffer(std::size_t)>;
+
+  static constexpr std::size_t default_minimum = 64;
+  static constexpr std::size_t default_initial = 2048;
+  static constexpr std::size_t default_maximum = 65536;
+
+  // Throws IllegalArgumentException unless 0 < minimum <= initial <= maximum.
+  explicit AdaptiveRecvBufferAllocator(std::size_t minimum = default_minimum,
+                                       std::size_t initial = default_initial,
+                                       std::size_t maximum = default_maximum,
+                                       AllocateFunction allocate = nullptr);
+
+  // Per-channel state: keep one per channel.
+  class Handle {
+   public:
+    // Starts a read batch: takes max_messages_per_read and auto_read from the config.
+    void reset(const ChannelConfig& config);
+    void reset(int max_messages_per_read, bool auto_read) noexcept;
+    ByteBuffer allocate() const;
+    std::size_t guess() const noexcept { return next_size_; }
+    void attempted_bytes_read(std::size_t n) noexcept { attempted_ = n; }
+    // Bytes the last read returned (-1: end of stream, 0: nothing).
+    void last_bytes_read(ssize_t n) noexcept;
+    ssize_t last_bytes_read() const noexcept { return last_; }
+    void increment_messages_read(int n = 1) noexcept { messages_ += n; }
+    // Another read in this batch? Only when auto-reading, below max_messages_per_read, and the
+    // last read filled its buffer (more is probably waiting).
+    bool continue_reading() const noexcept;
+    // Ends the batch: its total feeds the next guess.
+    void read_complete() noexcept;
+    std::size_t total_bytes_read() const noexcept { return total_; }
+
+   private:
+    friend class AdaptiveRecvBufferAllocator;
+    void record(std::size_t actual) noexcept;
+
+    const AdaptiveRecvBufferAllocator* owner_ = nullptr;
+    std::size_t index_ = 0;
+    std::size_t next_size_ = 0;
+    bool decrease_now_ = false;
+    int max_messages_ = 16;
+    bool auto_read_ = true;
+    int messages_ = 0;
+    std::size_t total_ = 0;
+    std::size_t attempted_ = 0;
+    ssize_t last_ = 0;
+  };
+
+  // The handle refers to this allocator, which must outlive it.
+  Handle new_handle() const;
+
+ private:
+  std::size_t min_index_;
+  std::size_t max_index_;
+  std::size_t initial_index_;
+  AllocateFunction allocate_;
+};
+
+}  // namespace niox

@@ -1,0 +1,219 @@
+// Channel: a transport connection with a pipeline (Netty's io.netty.channel.Channel).
+//
+// A Channel belongs to one Executor (its event loop) for life; its pipeline, handlers and
+// outbound buffer are used on that thread only. The outbound operations here (write, flush,
+// read, close, shutdown_output) may be called from any thread: off the loop they are handed over
+// with execute(), and the task keeps the channel alive — so a channel used from other threads
+// must be owned by a std::shared_ptr. They enter the pipeline at the tail; the head turns them into
+// the transport operations below.
+//
+// Concrete transports (the loop-backed socket channel, EmbeddedChannel) derive from Channel and
+// implement the "unsafe" part: do_write / do_close / do_shutdown_output / do_read_begin, and
+// call the protected notify_* / flush_now methods when the kernel reports progress. Everything
+// else — the outbound buffer, water marks, close semantics, promises — lives here once.
+//
+// Completions: every ChannelFuture returned completes exactly once, its listeners run on the
+// executor and never inside the call that started the operation. Closing fails every pending
+// write once with Errc::channel_closed.
+#pragma once
+
+#include <niox/transport/channel_future.hpp>
+#include <niox/transport/channel_pipeline.hpp>
+#include <niox/transport/executor.hpp>
+#include <niox/transport/message.hpp>
+#include <niox/transport/outbound_buffer.hpp>
+
+#include <any>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <system_error>
+
+namespace niox {
+
+namespace detail {
+class HeadHandler;
+class TailHandler;
+}  // namespace detail
+
+class Channel;
+
+// A user event the transport fires when the peer shut down its output (read returned EOF) and
+// allow_half_closure is on; otherwise EOF closes the channel.
+struct ChannelInputShutdownEvent {};
+
+// Netty's ChannelConfig: options every transport channel has.
+class ChannelConfig {
+ public:
+  bool is_auto_read() const noexcept { return auto_read_; }
+  // Turning auto_read on again calls channel.read().
+  ChannelConfig& set_auto_read(bool on);
+
+  WriteBufferWaterMark write_buffer_water_mark() const noexcept;
+  // Throws IllegalArgumentException if low > high.
+  ChannelConfig& set_write_buffer_water_mark(WriteBufferWaterMark mark);
+  std::size_t write_buffer_hard_limit() const noexcept;
+  ChannelConfig& set_write_buffer_hard_limit(std::size_t bytes) noexcept;
+
+  bool is_allow_half_closure() const noexcept { return allow_half_closure_; }
+  ChannelConfig& set_allow_half_closure(bool on) noexcept {
+    allow_half_closure_ = on;
+    return *this;
+  }
+  // Reads per read event before read_complete (fairness between channels of one loop).
+  int max_messages_per_read() const noexcept { return max_messages_per_read_; }
+  ChannelConfig& set_max_messages_per_read(int n);
+  // Gathering writes per flush before yielding to other channels.
+  int write_spin_count() const noexcept { return write_spin_count_; }
+  ChannelConfig& set_write_spin_count(int n);
+  std::chrono::milliseconds connect_timeout() const noexcept { return connect_timeout_; }
+  ChannelConfig& set_connect_timeout(std::chrono::milliseconds t) noexcept {
+    connect_timeout_ = t;
+    return *this;
+  }
+  // Byte budget of one gathering write (the transport seeds it from SO_SNDBUF).
+  std::size_t max_bytes_per_gathering_write() const noexcept;
+  ChannelConfig& set_max_bytes_per_gathering_write(std::size_t bytes) noexcept;
+
+ private:
+  friend class Channel;
+  explicit ChannelConfig(Channel& channel) noexcept : channel_(channel) {}
+
+  Channel& channel_;
+  bool auto_read_ = true;
+  bool allow_half_closure_ = false;
+  int max_messages_per_read_ = 16;
+  int write_spin_count_ = 16;
+  std::chrono::milliseconds connect_timeout_{30000};
+};
+
+class Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  using Id = std::uint64_t;
+
+  virtual ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  Id id() const noexcept { return id_; }
+  Executor& executor() const noexcept { return *executor_; }
+  ChannelPipeline& pipeline() noexcept { return pipeline_; }
+  ChannelConfig& config() noexcept { return config_; }
+  const OutboundBuffer& outbound_buffer() const noexcept { return outbound_; }
+
+  // Open: not closed yet. Active: open and connected (transport specific).
+  virtual bool is_open() const noexcept = 0;
+  virtual bool is_active() const noexcept = 0;
+  // Active, output not shut down, and the outbound buffer below its water marks.
+  bool is_writable() const noexcept;
+  std::size_t bytes_before_unwritable() const noexcept;
+  std::size_t bytes_before_writable() const noexcept;
+  bool is_output_shutdown() const noexcept { return output_shutdown_ || output_shutdown_pending_; }
+  bool is_input_shutdown() const noexcept { return input_shutdown_; }
+
+  // Completes when the channel has closed (always successfully).
+  ChannelFuture close_future() const noexcept { return close_promise_.future(); }
+
+  // ---- Outbound operations through the whole pipeline (any thread) ------------------------
+  ChannelFuture write(Message msg);
+  void write(Message msg, ChannelPromise promise);
+  ChannelFuture write_and_flush(Message msg);
+  void write_and_flush(Message msg, ChannelPromise promise);
+  Channel& flush();
+  Channel& read();
+  ChannelFuture close();
+  void close(ChannelPromise promise);
+  // Sends FIN once everything written before is flushed out; later writes fail with
+  // Errc::output_shutdown.
+  ChannelFuture shutdown_output();
+  void shutdown_output(ChannelPromise promise);
+
+  ChannelPromise new_promise() const { return ChannelPromise(*executor_); }
+
+ protected:
+  explicit Channel(Executor& executor);
+
+  // ---- The "unsafe" part a transport implements ---------------------------------------------
+  // Drain the flushed prefix of `out` (gather/remove_bytes) as far as the kernel takes it
+  // without blocking, up to config().write_spin_count() calls. When the kernel is full (EAGAIN)
+  // or an asynchronous write is in flight, call set_write_pending(true) and, once it can go on,
+  // notify_writable_again(). On an I/O error call notify_write_error(ec).
+  virtual void do_write(OutboundBuffer& out) = 0;
+  // Close the descriptor (or abortively reset it); called once.
+  virtual void do_close() noexcept = 0;
+  // shutdown(SHUT_WR); called once, after the outbound buffer drained.
+  virtual std::error_code do_shutdown_output() noexcept = 0;
+  // Start (or keep) reading; called for read() while active.
+  virtual void do_read_begin() = 0;
+  // What the transport accepts into its outbound buffer; others fail their write with
+  // Errc::unsupported_message. The default takes ByteBuffer and FileRegion.
+  virtual bool accepts_outbound(const Message& msg) const noexcept;
+
+  // Where the tail delivers what no handler consumed. Defaults log and drop.
+  virtual void on_unhandled_inbound_message(Message msg);
+  virtual void on_unhandled_inbound_exception(std::exception_ptr cause);
+  virtual void on_unhandled_user_event(std::any event);
+
+  // ---- What a transport calls ----------------------------------------------------------------
+  // The connection is up: fires channel_active, then read() when auto_read is on.
+  void notify_active();
+  // Bytes arrived: fires channel_read (the buffer now belongs to the pipeline).
+  void notify_read(ByteBuffer bytes);
+  // A read batch ended: fires channel_read_complete. Afterwards the transport keeps reading
+  // only while should_keep_reading() — AUTO_READ off stops reading until read() is called,
+  // which is how a handler pushes back on a fast peer.
+  void notify_read_complete();
+  bool should_keep_reading() const noexcept { return config_.is_auto_read() || read_pending_; }
+  // The peer shut down its output (EOF). With allow_half_closure: fires
+  // ChannelInputShutdownEvent and the channel stays open for writing; otherwise closes it.
+  void notify_input_shutdown();
+  // Write readiness is back (EPOLLOUT, a write CQE): clears write-pending and flushes again.
+  void notify_writable_again();
+  // A write failed: fails the flushed writes with `ec` and closes the channel.
+  void notify_write_error(std::error_code ec);
+  void set_write_pending(bool on) noexcept { write_pending_ = on; }
+  bool is_write_pending() const noexcept { return write_pending_; }
+  // Runs do_write() now unless a flush is already running or a write is pending.
+  void flush_now();
+  OutboundBuffer& mutable_outbound_buffer() noexcept { return outbound_; }
+  // Closes from inside the transport (EOF, error): same as close() without a promise.
+  void close_for_transport();
+  // Removes every handler (handler_removed called). A transport's destructor calls it first,
+  // while its overrides are still alive; ~Channel calls it otherwise.
+  void destroy_pipeline() noexcept { pipeline_.destroy(); }
+
+ private:
+  friend class detail::HeadHandler;
+  friend class detail::TailHandler;
+  friend class ChannelConfig;
+
+  void unsafe_write(Message msg, ChannelPromise promise);
+  void unsafe_flush();
+  void unsafe_read();
+  void unsafe_close(ChannelPromise promise);
+  void unsafe_shutdown_output(ChannelPromise promise);
+  void maybe_finish_shutdown_output();
+  // Runs `f` on the executor thread: now when already there, else via execute().
+  template <class F>
+  void on_loop(F&& f);
+
+  Executor* executor_;
+  Id id_;
+  ChannelConfig config_;
+  OutboundBuffer outbound_;
+  ChannelPromise close_promise_;
+  ChannelPromise shutdown_promise_;
+  bool closed_ = false;
+  bool in_flush_ = false;
+  bool write_pending_ = false;
+  bool output_shutdown_pending_ = false;
+  bool output_shutdown_ = false;
+  bool active_fired_ = false;
+  bool read_pending_ = false;
+  bool input_shutdown_ = false;
+  // Declared last: handlers' handler_removed() may still use the channel while it is destroyed.
+  ChannelPipeline pipeline_;
+};
+
+}  // namespace niox

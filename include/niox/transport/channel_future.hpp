@@ -1,0 +1,146 @@
+// ChannelFuture / ChannelPromise: the completion of one asynchronous channel operation
+// (write, flush-completion, close, shutdown_output). Netty's ChannelPromise, reduced to what a
+// C++ user needs: an outcome (success or an std::error_code) and listeners.
+//
+//  - A promise completes exactly once: set_success()/set_failure() on a done promise throw
+//    std::logic_error, try_success()/try_failure() return false.
+//  - Listeners never run inside the call that completed the promise, nor inside add_listener():
+//    they are handed to the promise's Executor (the channel's loop), which runs them in order.
+//    So a listener may freely write, close or add listeners again.
+//  - Thread safety: completing and adding listeners may happen on different threads.
+//  - A default-constructed ChannelPromise is the "void promise": completing it does nothing and
+//    costs nothing; use it on hot paths where nobody waits.
+#pragma once
+
+#include <niox/transport/executor.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace niox {
+
+namespace detail {
+struct PromiseState {
+  explicit PromiseState(Executor* e) noexcept : executor(e) {}
+  Executor* executor;
+  std::mutex mutex;
+  bool done = false;
+  std::error_code cause;
+  std::vector<std::function<void(const std::error_code&)>> listeners;
+};
+}  // namespace detail
+
+class ChannelFuture {
+ public:
+  using Listener = std::function<void(const std::error_code&)>;
+
+  ChannelFuture() = default;
+
+  // False for the void promise.
+  bool valid() const noexcept { return state_ != nullptr; }
+  bool is_done() const {
+    if (!state_) {
+      return false;
+    }
+    std::lock_guard lock(state_->mutex);
+    return state_->done;
+  }
+  bool is_success() const {
+    if (!state_) {
+      return false;
+    }
+    std::lock_guard lock(state_->mutex);
+    return state_->done && !state_->cause;
+  }
+  // The failure, or an empty code while pending or after success.
+  std::error_code cause() const {
+    if (!state_) {
+      return {};
+    }
+    std::lock_guard lock(state_->mutex);
+    return state_->cause;
+  }
+
+  // Runs `listener(cause)` on the executor once the operation completed (or soon, if it
+  // already has). Ignored on the void promise.
+  ChannelFuture& add_listener(Listener listener) {
+    if (!state_) {
+      return *this;
+    }
+    std::unique_lock lock(state_->mutex);
+    if (!state_->done) {
+      state_->listeners.push_back(std::move(listener));
+      return *this;
+    }
+    auto ec = state_->cause;
+    lock.unlock();
+    state_->executor->execute([l = std::move(listener), ec] { l(ec); });
+    return *this;
+  }
+
+  friend bool operator==(const ChannelFuture& a, const ChannelFuture& b) noexcept {
+    return a.state_ == b.state_;
+  }
+
+ protected:
+  explicit ChannelFuture(std::shared_ptr<detail::PromiseState> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::PromiseState> state_;
+};
+
+class ChannelPromise : public ChannelFuture {
+ public:
+  // The void promise.
+  ChannelPromise() = default;
+  // A fresh promise whose listeners run on `executor` (which must outlive the listeners' run).
+  explicit ChannelPromise(Executor& executor)
+      : ChannelFuture(std::make_shared<detail::PromiseState>(&executor)) {}
+
+  ChannelFuture future() const noexcept { return *this; }
+
+  bool try_success() { return complete({}); }
+  bool try_failure(std::error_code cause) {
+    return complete(cause ? cause : std::make_error_code(std::errc::io_error));
+  }
+  void set_success() {
+    if (state_ && !try_success()) {
+      throw std::logic_error("ChannelPromise completed twice");
+    }
+  }
+  void set_failure(std::error_code cause) {
+    if (state_ && !try_failure(cause)) {
+      throw std::logic_error("ChannelPromise completed twice");
+    }
+  }
+
+ private:
+  bool complete(std::error_code cause) {
+    if (!state_) {
+      return true;
+    }
+    std::vector<Listener> listeners;
+    {
+      std::lock_guard lock(state_->mutex);
+      if (state_->done) {
+        return false;
+      }
+      state_->done = true;
+      state_->cause = cause;
+      listeners.swap(state_->listeners);
+    }
+    if (!listeners.empty()) {
+      state_->executor->execute([ls = std::move(listeners), cause] {
+        for (auto& l : ls) {
+          l(cause);
+        }
+      });
+    }
+    return true;
+  }
+};
+
+}  // namespace niox

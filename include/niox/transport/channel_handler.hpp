@@ -1,0 +1,127 @@
+// ChannelHandler and ChannelHandlerContext (Netty's, with snake_case names).
+//
+// One handler class carries both the inbound and the outbound methods; each default forwards the
+// event to the next handler, so a handler overrides only what it cares about and is "inbound",
+// "outbound" or both (Netty's ChannelDuplexHandler) by what it overrides. The adapters below
+// exist for Netty users' muscle memory.
+//
+// Threads: every method runs on the channel's executor thread.
+// Ownership: the pipeline holds each handler by shared_ptr; a handler added to several pipelines
+// must itself be safe for that (Netty's @Sharable). A Message given to a method belongs to the
+// handler: pass it on, or drop it.
+// Exceptions thrown from an inbound method are caught and delivered to the same handler's
+// exception_caught() (Netty's behaviour; the default passes them on); thrown from
+// write/close/shutdown_output they fail the promise (with the std::system_error's code, or
+// Errc::handler_failed).
+#pragma once
+
+#include <niox/transport/channel_future.hpp>
+#include <niox/transport/message.hpp>
+
+#include <any>
+#include <exception>
+#include <string>
+
+namespace niox {
+
+class Channel;
+class ChannelPipeline;
+class ChannelHandlerContext;
+
+class ChannelHandler {
+ public:
+  virtual ~ChannelHandler() = default;
+
+  // Called after the handler entered / left a pipeline (on the executor thread).
+  virtual void handler_added(ChannelHandlerContext&) {}
+  virtual void handler_removed(ChannelHandlerContext&) {}
+
+  // ---- Inbound: head -> tail -------------------------------------------------------------
+  virtual void channel_active(ChannelHandlerContext& ctx);
+  virtual void channel_inactive(ChannelHandlerContext& ctx);
+  virtual void channel_read(ChannelHandlerContext& ctx, Message msg);
+  virtual void channel_read_complete(ChannelHandlerContext& ctx);
+  virtual void user_event_triggered(ChannelHandlerContext& ctx, std::any event);
+  virtual void channel_writability_changed(ChannelHandlerContext& ctx);
+  virtual void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause);
+
+  // ---- Outbound: tail -> head ------------------------------------------------------------
+  virtual void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise);
+  virtual void flush(ChannelHandlerContext& ctx);
+  virtual void read(ChannelHandlerContext& ctx);
+  virtual void close(ChannelHandlerContext& ctx, ChannelPromise promise);
+  virtual void shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise);
+};
+
+class ChannelInboundHandlerAdapter : public ChannelHandler {};
+class ChannelOutboundHandlerAdapter : public ChannelHandler {};
+class ChannelDuplexHandler : public ChannelHandler {};
+
+// A handler's place in one pipeline. Valid from handler_added() until handler_removed() has
+// returned and the event that was running at removal time (if any) has finished; a removed
+// context still forwards events, like Netty's.
+class ChannelHandlerContext {
+ public:
+  ChannelHandlerContext(const ChannelHandlerContext&) = delete;
+  ChannelHandlerContext& operator=(const ChannelHandlerContext&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  ChannelHandler& handler() const noexcept { return *handler_; }
+  ChannelPipeline& pipeline() const noexcept { return *pipeline_; }
+  Channel& channel() const noexcept;
+  Executor& executor() const noexcept;
+  bool is_removed() const noexcept { return removed_; }
+
+  // ---- Inbound: give the event to the next handler towards the tail ----------------------
+  ChannelHandlerContext& fire_channel_active();
+  ChannelHandlerContext& fire_channel_inactive();
+  ChannelHandlerContext& fire_channel_read(Message msg);
+  ChannelHandlerContext& fire_channel_read_complete();
+  ChannelHandlerContext& fire_user_event_triggered(std::any event);
+  ChannelHandlerContext& fire_channel_writability_changed();
+  ChannelHandlerContext& fire_exception_caught(std::exception_ptr cause);
+
+  // ---- Outbound: give the operation to the next handler towards the head -----------------
+  ChannelFuture write(Message msg);
+  void write(Message msg, ChannelPromise promise);
+  ChannelFuture write_and_flush(Message msg);
+  void write_and_flush(Message msg, ChannelPromise promise);
+  ChannelHandlerContext& flush();
+  ChannelHandlerContext& read();
+  ChannelFuture close();
+  void close(ChannelPromise promise);
+  ChannelFuture shutdown_output();
+  void shutdown_output(ChannelPromise promise);
+
+  ChannelPromise new_promise() const;
+
+ private:
+  friend class ChannelPipeline;
+  ChannelHandlerContext(ChannelPipeline& pipeline, std::string name,
+                        std::shared_ptr<ChannelHandler> handler)
+      : pipeline_(&pipeline), name_(std::move(name)), handler_(std::move(handler)) {}
+
+  // Run this context's handler for an event, catching what it throws.
+  void invoke_channel_active();
+  void invoke_channel_inactive();
+  void invoke_channel_read(Message msg);
+  void invoke_channel_read_complete();
+  void invoke_user_event_triggered(std::any event);
+  void invoke_channel_writability_changed();
+  void invoke_exception_caught(std::exception_ptr cause);
+  void invoke_write(Message msg, ChannelPromise promise);
+  void invoke_flush();
+  void invoke_read();
+  void invoke_close(ChannelPromise promise);
+  void invoke_shutdown_output(ChannelPromise promise);
+  void pass_exception_on(std::exception_ptr cause);
+
+  ChannelPipeline* pipeline_;
+  std::string name_;
+  std::shared_ptr<ChannelHandler> handler_;
+  ChannelHandlerContext* prev_ = nullptr;
+  ChannelHandlerContext* next_ = nullptr;
+  bool removed_ = false;
+};
+
+}  // namespace niox

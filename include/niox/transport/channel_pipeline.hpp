@@ -1,0 +1,151 @@
+// ChannelPipeline: the chain of handlers every event of a Channel flows through.
+//
+// A channel owns exactly one pipeline for life. The pipeline is a doubly linked list of
+// ChannelHandlerContexts between two fixed ends: the HEAD, which is where the transport injects
+// inbound events and where outbound operations finally become transport operations, and the
+// TAIL, which is where inbound events nobody consumed end (logged and dropped, so a forgotten
+// codec shows up in the log instead of as a silent leak).
+//
+//                                       I/O request via Channel or ChannelHandlerContext
+//                                                            |
+//   +--------------------------------------------------------+----------------+
+//   |                        ChannelPipeline                 |                |
+//   |                                                        v                |
+//   |   +------+    +-----------+    +-----------+    +-----------+    +------+|
+//   |   | HEAD |--->| decoder   |--->| business  |--->|           |--->| TAIL ||
+//   |   |      |    | (inbound) |    | (duplex)  |    |           |    |      ||
+//   |   |      |<---|           |<---|           |<---| encoder   |<---|      ||
+//   |   +------+    +-----------+    +-----------+    | (outbound)|    +------+|
+//   |      ^  |                                       +-----------+           |
+//   +------+--+---------------------------------------------------------------+
+//          |  v
+//   +------+--------------------------------------------------------------------+
+//   |  read bytes, active,   |  Channel's transport operations: OutboundBuffer   |
+//   |  inactive, errors      |  write/flush (gathering write), read, close ...   |
+//   +---------------------------------------------------------------------------+
+//
+// Inbound events (channel_active, channel_read, channel_read_complete, channel_inactive,
+// user_event_triggered, channel_writability_changed, exception_caught) start at the head and
+// move towards the tail: each handler passes them on with ctx.fire_*(). Outbound operations
+// (write, flush, read, close, shutdown_output) move from the tail towards the head: each handler
+// passes them on with ctx.write() etc. Channel::write() starts at the tail (through every
+// handler); ctx.write() starts at the handler in front of ctx, so a handler's own writes skip
+// the handlers behind it — the same rule as Netty, and the reason an encoder must sit closer to
+// the head than the handler that writes objects.
+//
+// Mutation: add_*/remove/replace may be called at any time on the executor thread, also from
+// inside a handler method while an event travels the pipeline. A removed context keeps its links,
+// so an event already inside it continues to the handler that followed it; its memory is
+// released when the outermost event in flight returns. Names are unique in a pipeline:
+// duplicates throw IllegalArgumentException, unknown names NoSuchElementException.
+#pragma once
+
+#include <niox/buffer/buffer_exceptions.hpp>
+#include <niox/transport/channel_handler.hpp>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace niox {
+
+// Java's java.util.NoSuchElementException: a handler name or type that is not in the pipeline.
+class NoSuchElementException : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
+class ChannelPipeline {
+ public:
+  explicit ChannelPipeline(Channel& channel);
+  ~ChannelPipeline();
+  ChannelPipeline(const ChannelPipeline&) = delete;
+  ChannelPipeline& operator=(const ChannelPipeline&) = delete;
+
+  Channel& channel() const noexcept { return *channel_; }
+
+  // ---- Mutation (an empty name means "generate one": <index>#handler) ---------------------
+  ChannelPipeline& add_first(std::string name, std::shared_ptr<ChannelHandler> handler);
+  ChannelPipeline& add_last(std::string name, std::shared_ptr<ChannelHandler> handler);
+  ChannelPipeline& add_last(std::shared_ptr<ChannelHandler> handler) {
+    return add_last(std::string(), std::move(handler));
+  }
+  ChannelPipeline& add_before(std::string_view base_name, std::string name,
+                              std::shared_ptr<ChannelHandler> handler);
+  ChannelPipeline& add_after(std::string_view base_name, std::string name,
+                             std::shared_ptr<ChannelHandler> handler);
+  // Removes the named handler and returns it.
+  std::shared_ptr<ChannelHandler> remove(std::string_view name);
+  ChannelPipeline& remove(const ChannelHandler& handler);
+  // Puts `handler` under `new_name` in the place of `old_name`; returns the old handler.
+  std::shared_ptr<ChannelHandler> replace(std::string_view old_name, std::string new_name,
+                                          std::shared_ptr<ChannelHandler> handler);
+
+  // ---- Lookup -----------------------------------------------------------------------------
+  std::shared_ptr<ChannelHandler> get(std::string_view name) const;
+  template <class H>
+  std::shared_ptr<H> get(std::string_view name) const {
+    return std::dynamic_pointer_cast<H>(get(name));
+  }
+  // The context of a handler, or null.
+  ChannelHandlerContext* context(std::string_view name) const noexcept;
+  ChannelHandlerContext* context(const ChannelHandler& handler) const noexcept;
+  // User handler names from head to tail.
+  std::vector<std::string> names() const;
+  bool empty() const noexcept { return head_->next_ == tail_; }
+
+  // ---- Inbound events, entering at the head -----------------------------------------------
+  ChannelPipeline& fire_channel_active();
+  ChannelPipeline& fire_channel_inactive();
+  ChannelPipeline& fire_channel_read(Message msg);
+  ChannelPipeline& fire_channel_read_complete();
+  ChannelPipeline& fire_user_event_triggered(std::any event);
+  ChannelPipeline& fire_channel_writability_changed();
+  ChannelPipeline& fire_exception_caught(std::exception_ptr cause);
+
+  // ---- Outbound operations, entering at the tail ------------------------------------------
+  void write(Message msg, ChannelPromise promise);
+  void write_and_flush(Message msg, ChannelPromise promise);
+  ChannelPipeline& flush();
+  ChannelPipeline& read();
+  void close(ChannelPromise promise);
+  void shutdown_output(ChannelPromise promise);
+
+ private:
+  friend class ChannelHandlerContext;
+  friend class Channel;
+
+  // Counts handler invocations in flight so removed contexts are freed only when none is.
+  struct Frame {
+    explicit Frame(ChannelPipeline& p) noexcept : p_(p) { ++p_.depth_; }
+    ~Frame() {
+      if (--p_.depth_ == 0 && !p_.removed_.empty()) {
+        p_.release_removed();
+      }
+    }
+    ChannelPipeline& p_;
+  };
+
+  ChannelHandlerContext* find(std::string_view name) const noexcept;
+  ChannelHandlerContext& get_context_or_throw(std::string_view name) const;
+  std::string checked_name(std::string name, const ChannelHandler& h);
+  void insert_after(ChannelHandlerContext* prev, std::unique_ptr<ChannelHandlerContext> ctx);
+  std::shared_ptr<ChannelHandler> unlink(ChannelHandlerContext& ctx);
+  void release_removed() noexcept;
+  // Removes every user handler (handler_removed called), tail first. For channel teardown.
+  void destroy() noexcept;
+
+  Channel* channel_;
+  std::unique_ptr<ChannelHandlerContext> head_owner_;
+  std::unique_ptr<ChannelHandlerContext> tail_owner_;
+  ChannelHandlerContext* head_;
+  ChannelHandlerContext* tail_;
+  std::vector<std::unique_ptr<ChannelHandlerContext>> contexts_;  // user contexts, any order
+  std::vector<std::unique_ptr<ChannelHandlerContext>> removed_;   // freed at depth 0
+  unsigned depth_ = 0;
+  unsigned generated_names_ = 0;
+};
+
+}  // namespace niox

@@ -1,0 +1,75 @@
+// FileRegion: `count` bytes of a file starting at `position`, to be sent to a socket without
+// passing through user memory (sendfile/splice by the transport). Netty's DefaultFileRegion.
+//
+// Ownership: the descriptor is shared — every copy of a FileRegion (and the outbound buffer
+// entry holding one) keeps a FileHandle alive, and the descriptor is closed when the last one
+// goes. So a handler may write a region and forget the file: the transport keeps it open until
+// the region completes or fails.
+//
+// In the OutboundBuffer a FileRegion is an entry of its own: a gathering write stops in front of
+// it, the transport sends it through its transfer path and reports progress with
+// OutboundBuffer::remove_bytes() like for bytes; transferred() counts what went out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+namespace niox {
+
+// An owned file descriptor, closed on destruction. Not copyable; share it through shared_ptr.
+class FileHandle {
+ public:
+  // Takes ownership of `fd` (which should be O_CLOEXEC).
+  explicit FileHandle(int fd) noexcept : fd_(fd) {}
+  ~FileHandle();
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
+
+  int fd() const noexcept { return fd_; }
+
+  // Opens `path` read-only, O_CLOEXEC. Throws std::system_error.
+  static std::shared_ptr<FileHandle> open(const std::string& path);
+  static std::shared_ptr<FileHandle> open(const std::string& path, std::error_code& ec);
+  // Shares ownership of an already open descriptor.
+  static std::shared_ptr<FileHandle> adopt(int fd) { return std::make_shared<FileHandle>(fd); }
+
+ private:
+  int fd_;
+};
+
+class FileRegion {
+ public:
+  FileRegion() = default;
+  FileRegion(std::shared_ptr<FileHandle> file, std::uint64_t position, std::uint64_t count) noexcept
+      : file_(std::move(file)), position_(position), count_(count) {}
+
+  const std::shared_ptr<FileHandle>& file() const noexcept { return file_; }
+  int fd() const noexcept { return file_ ? file_->fd() : -1; }
+  // Where the region starts in the file; never changes.
+  std::uint64_t position() const noexcept { return position_; }
+  std::uint64_t count() const noexcept { return count_; }
+  std::uint64_t transferred() const noexcept { return transferred_; }
+  std::uint64_t remaining() const noexcept { return count_ - transferred_; }
+  // The file offset of the next byte to send.
+  std::uint64_t next_offset() const noexcept { return position_ + transferred_; }
+  // Records that `n` more bytes went out (clamped to remaining()).
+  void add_transferred(std::uint64_t n) noexcept {
+    transferred_ += n < remaining() ? n : remaining();
+  }
+
+  // Whether the file (now) holds [position, position + count): fstat's size against the end of
+  // the region. Empty error when it does; Errc::file_region_truncated when it is shorter; the
+  // errno when fstat fails. The transport calls it before the first transfer and when a
+  // transfer returns 0 bytes early, so a short file fails the write instead of spinning.
+  std::error_code check_file_length() const noexcept;
+
+ private:
+  std::shared_ptr<FileHandle> file_;
+  std::uint64_t position_ = 0;
+  std::uint64_t count_ = 0;
+  std::uint64_t transferred_ = 0;
+};
+
+}  // namespace niox

@@ -1,0 +1,172 @@
+// OutboundBuffer: the queue between a channel's write()/flush() and the socket
+// (Netty's ChannelOutboundBuffer).
+//
+//   add_message()        add_flush()                 gather() + remove_bytes(n)
+//        |                    |                               |
+//        v                    v                               v
+//   [ e0 | e1 | e2 ]|[ e3 | e4 ]        [ e0 e1 e2 e3 e4 ]|         [ e1' e2 e3 e4 ]
+//    flushed prefix   unflushed          all flushed                e0 done, e1 mid-buffer
+//
+// write() queues an entry (a ByteBuffer, a FileRegion, or — for EmbeddedChannel — any Message)
+// with its promise; flush() marks everything queued so far as flushed; the transport then
+// repeatedly asks gather() for ONE gathering write over the flushed prefix, hands it to the
+// kernel, and reports what the kernel took with remove_bytes(n). Entries complete in order,
+// each exactly once: success when its last byte was taken, failure (fail_all) on close.
+//
+// Ownership: the buffer owns each queued Message (and so keeps its memory alive) until the
+// entry completes. The iovecs returned by gather() point into those buffers and into a scratch
+// buffer owned here; both stay valid and unchanged until remove_bytes() or gather_done() is
+// called — also across fail_all(), which keeps the in-flight messages alive until then, so an
+// io_uring write still owned by the kernel never sees freed memory.
+//
+// Backpressure: pending bytes above the high water mark make the buffer unwritable, below the
+// low mark writable again; each flip calls the writability listener (the channel fires
+// channel_writability_changed). Above the hard limit a write is refused: its promise fails with
+// Errc::outbound_buffer_full and nothing is queued, so memory stays bounded when a producer
+// ignores writability.
+//
+// Threads: the channel's executor thread only.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+#include <niox/buffer/gather.hpp>
+#include <niox/transport/channel_future.hpp>
+#include <niox/transport/message.hpp>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <span>
+#include <system_error>
+#include <vector>
+
+#include <sys/uio.h>
+
+namespace niox {
+
+struct WriteBufferWaterMark {
+  std::size_t low = 32 * 1024;
+  std::size_t high = 64 * 1024;
+};
+
+// One gathering write, as built by OutboundBuffer::gather().
+struct GatherWrite {
+  // Non-empty ByteBuffer pieces of the flushed prefix, in order (or empty).
+  std::span<const iovec> iovecs;
+  // Sum of the iovec lengths.
+  std::size_t bytes = 0;
+  // Set when the first flushed entry is a FileRegion: send it by the transfer path
+  // (sendfile/splice), then report with remove_bytes(). iovecs is empty then.
+  FileRegion* file_region = nullptr;
+  // Set when the first flushed entry is neither bytes nor a file: the transport decides
+  // (a socket transport never queues one; EmbeddedChannel hands it out as is).
+  Message* other = nullptr;
+
+  bool empty() const noexcept { return bytes == 0 && file_region == nullptr && other == nullptr; }
+  // One contiguous piece: use write()/send() instead of writev()/sendmsg().
+  bool single() const noexcept { return iovecs.size() == 1; }
+};
+
+class OutboundBuffer {
+ public:
+  using WritabilityListener = std::function<void(bool writable)>;
+
+  static constexpr std::size_t default_hard_limit = 128u * 1024 * 1024;
+  static constexpr std::size_t default_scratch_size = 16 * 1024;
+
+  OutboundBuffer();
+  ~OutboundBuffer();
+  OutboundBuffer(const OutboundBuffer&) = delete;
+  OutboundBuffer& operator=(const OutboundBuffer&) = delete;
+
+  // ---- Queueing -----------------------------------------------------------------------------
+  // Queues `msg` unflushed. Returns false, failing `promise` with Errc::outbound_buffer_full and
+  // dropping msg, when its bytes would take total_pending_bytes() above the hard limit.
+  bool add_message(Message msg, ChannelPromise promise);
+  // Marks every queued entry flushed.
+  void add_flush() noexcept { flushed_ = entries_.size(); }
+
+  // ---- Draining -----------------------------------------------------------------------------
+  // ONE gathering write over the flushed prefix: at most `max_iovecs` iovecs (clamped to
+  // IOV_MAX) and max_bytes_per_write() bytes, stopping in front of the first entry that is not
+  // a ByteBuffer. Completes leading zero-length buffers first. Pieces of at most
+  // coalesce_threshold() bytes are copied together into the scratch buffer.
+  GatherWrite gather(std::size_t max_iovecs = max_iovecs_per_call);
+  // The kernel took `n` bytes of the last gather() (or of the file region at the head): advances
+  // the entries by exactly n — a partly written buffer keeps its new position — and completes
+  // every entry that is now fully written (zero-length ones included) with success. n beyond
+  // what is flushed is a caller bug and is clamped.
+  void remove_bytes(std::size_t n);
+  // Ends the in-flight gather without progress (EAGAIN, error): releases what fail_all() kept.
+  void gather_done() noexcept;
+
+  // The first flushed entry, or null.
+  Message* current() noexcept { return flushed_ ? &entries_.front().msg : nullptr; }
+  // Completes the first flushed entry with success (or `cause`). False if there is none.
+  bool remove();
+  bool remove(std::error_code cause);
+
+  // Fails every flushed entry with `cause`, once each.
+  void fail_flushed(std::error_code cause);
+  // Fails every entry, flushed or not, with `cause` (on close). Resets writability quietly.
+  void fail_all(std::error_code cause);
+
+  // ---- State --------------------------------------------------------------------------------
+  bool is_empty() const noexcept { return flushed_ == 0; }  // nothing flushed left
+  std::size_t size() const noexcept { return flushed_; }    // flushed entries
+  std::size_t total_entries() const noexcept { return entries_.size(); }
+  std::size_t total_pending_bytes() const noexcept { return pending_bytes_; }
+  bool is_writable() const noexcept { return writable_; }
+  // Bytes that can be queued before is_writable() turns false (0 when unwritable).
+  std::size_t bytes_before_unwritable() const noexcept;
+  // Bytes that must drain before is_writable() turns true (0 when writable).
+  std::size_t bytes_before_writable() const noexcept;
+
+  // ---- Settings -----------------------------------------------------------------------------
+  // Throws IllegalArgumentException if low > high.
+  void set_water_mark(WriteBufferWaterMark mark);
+  WriteBufferWaterMark water_mark() const noexcept { return mark_; }
+  void set_hard_limit(std::size_t bytes) noexcept { hard_limit_ = bytes; }
+  std::size_t hard_limit() const noexcept { return hard_limit_; }
+  // Called on each writability flip, after the buffer's state is updated (it may write).
+  void set_writability_listener(WritabilityListener l) { listener_ = std::move(l); }
+
+  // Byte budget of one gather (clamped to [1, max_bytes_per_call]). The transport sets it from
+  // SO_SNDBUF and lets adapt_max_bytes_per_write() tune it.
+  void set_max_bytes_per_write(std::size_t bytes) noexcept;
+  std::size_t max_bytes_per_write() const noexcept { return max_bytes_; }
+  // Netty's rule: a write that took everything it was offered doubles the budget (when the
+  // offer was near it), one that took less than half of a large offer halves it.
+  void adapt_max_bytes_per_write(std::size_t attempted, std::size_t written) noexcept;
+
+  // Pieces of at most this many bytes are coalesced into the scratch buffer (0: never).
+  void set_coalesce_threshold(std::size_t bytes) noexcept { coalesce_threshold_ = bytes; }
+  std::size_t coalesce_threshold() const noexcept { return coalesce_threshold_; }
+
+ private:
+  struct Entry {
+    Message msg;
+    ChannelPromise promise;
+    std::size_t size;  // counted against the water marks until the entry completes
+  };
+
+  void pop_front(std::error_code cause);
+  void decrement_pending(std::size_t n, bool notify);
+
+  std::deque<Entry> entries_;
+  std::size_t flushed_ = 0;
+  std::size_t pending_bytes_ = 0;
+  bool writable_ = true;
+  WriteBufferWaterMark mark_;
+  std::size_t hard_limit_ = default_hard_limit;
+  std::size_t max_bytes_ = max_bytes_per_call;
+  std::size_t coalesce_threshold_ = 0;
+  WritabilityListener listener_;
+
+  std::vector<iovec> iovecs_;
+  ByteBuffer scratch_;               // coalesced tiny pieces; lazily allocated, reused
+  bool in_flight_ = false;           // a gather was handed out and not yet reported
+  std::vector<Message> keep_alive_;  // messages failed while in flight
+};
+
+}  // namespace niox

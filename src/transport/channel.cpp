@@ -1,0 +1,322 @@
+#include <niox/transport/channel.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include "transport/log.hpp"
+
+#include <atomic>
+
+namespace niox {
+
+namespace {
+std::atomic<Channel::Id> next_channel_id{1};
+}  // namespace
+
+// ---- ChannelConfig ------------------------------------------------------------------------
+
+ChannelConfig& ChannelConfig::set_auto_read(bool on) {
+  bool was = auto_read_;
+  auto_read_ = on;
+  if (on && !was) {
+    channel_.read();
+  }
+  return *this;
+}
+
+WriteBufferWaterMark ChannelConfig::write_buffer_water_mark() const noexcept {
+  return channel_.outbound_.water_mark();
+}
+ChannelConfig& ChannelConfig::set_write_buffer_water_mark(WriteBufferWaterMark mark) {
+  channel_.outbound_.set_water_mark(mark);
+  return *this;
+}
+std::size_t ChannelConfig::write_buffer_hard_limit() const noexcept {
+  return channel_.outbound_.hard_limit();
+}
+ChannelConfig& ChannelConfig::set_write_buffer_hard_limit(std::size_t bytes) noexcept {
+  channel_.outbound_.set_hard_limit(bytes);
+  return *this;
+}
+ChannelConfig& ChannelConfig::set_max_messages_per_read(int n) {
+  if (n <= 0) {
+    throw IllegalArgumentException("max_messages_per_read must be positive");
+  }
+  max_messages_per_read_ = n;
+  return *this;
+}
+ChannelConfig& ChannelConfig::set_write_spin_count(int n) {
+  if (n <= 0) {
+    throw IllegalArgumentException("write_spin_count must be positive");
+  }
+  write_spin_count_ = n;
+  return *this;
+}
+std::size_t ChannelConfig::max_bytes_per_gathering_write() const noexcept {
+  return channel_.outbound_.max_bytes_per_write();
+}
+ChannelConfig& ChannelConfig::set_max_bytes_per_gathering_write(std::size_t bytes) noexcept {
+  channel_.outbound_.set_max_bytes_per_write(bytes);
+  return *this;
+}
+
+// ---- Channel ------------------------------------------------------------------------------
+
+Channel::Channel(Executor& executor)
+    : executor_(&executor),
+      id_(next_channel_id.fetch_add(1, std::memory_order_relaxed)),
+      config_(*this),
+      close_promise_(executor),
+      pipeline_(*this) {
+  outbound_.set_writability_listener(
+      [this](bool) { pipeline_.fire_channel_writability_changed(); });
+}
+
+Channel::~Channel() { pipeline_.destroy(); }
+
+bool Channel::is_writable() const noexcept {
+  return !closed_ && !is_output_shutdown() && outbound_.is_writable();
+}
+std::size_t Channel::bytes_before_unwritable() const noexcept {
+  return is_writable() ? outbound_.bytes_before_unwritable() : 0;
+}
+std::size_t Channel::bytes_before_writable() const noexcept {
+  return outbound_.bytes_before_writable();
+}
+
+template <class F>
+void Channel::on_loop(F&& f) {
+  if (executor_->in_event_loop()) {
+    f();
+  } else {
+    // The task holds the channel: a socket channel is owned by shared_ptr; one that is not
+    // (a stack EmbeddedChannel) is always on its loop and never gets here.
+    executor_->execute([self = shared_from_this(), g = std::forward<F>(f)]() mutable { g(); });
+  }
+}
+
+ChannelFuture Channel::write(Message msg) {
+  auto p = new_promise();
+  write(std::move(msg), p);
+  return p.future();
+}
+void Channel::write(Message msg, ChannelPromise promise) {
+  on_loop([this, m = std::move(msg), p = std::move(promise)]() mutable {
+    pipeline_.write(std::move(m), std::move(p));
+  });
+}
+ChannelFuture Channel::write_and_flush(Message msg) {
+  auto p = new_promise();
+  write_and_flush(std::move(msg), p);
+  return p.future();
+}
+void Channel::write_and_flush(Message msg, ChannelPromise promise) {
+  on_loop([this, m = std::move(msg), p = std::move(promise)]() mutable {
+    pipeline_.write_and_flush(std::move(m), std::move(p));
+  });
+}
+Channel& Channel::flush() {
+  on_loop([this] { pipeline_.flush(); });
+  return *this;
+}
+Channel& Channel::read() {
+  on_loop([this] { pipeline_.read(); });
+  return *this;
+}
+ChannelFuture Channel::close() {
+  auto p = new_promise();
+  close(p);
+  return p.future();
+}
+void Channel::close(ChannelPromise promise) {
+  on_loop([this, p = std::move(promise)]() mutable { pipeline_.close(std::move(p)); });
+}
+ChannelFuture Channel::shutdown_output() {
+  auto p = new_promise();
+  shutdown_output(p);
+  return p.future();
+}
+void Channel::shutdown_output(ChannelPromise promise) {
+  on_loop([this, p = std::move(promise)]() mutable { pipeline_.shutdown_output(std::move(p)); });
+}
+
+bool Channel::accepts_outbound(const Message& msg) const noexcept {
+  return msg.is_byte_buffer() || msg.is_file_region();
+}
+
+void Channel::on_unhandled_inbound_message(Message msg) {
+  detail::log_warn(
+      "channel {}: a message reached the tail of the pipeline and was dropped "
+      "(bytes: {}); check the pipeline configuration",
+      id_, msg.readable_bytes());
+}
+void Channel::on_unhandled_inbound_exception(std::exception_ptr cause) {
+  detail::log_warn("channel {}: an exception reached the tail of the pipeline: {}", id_,
+                   detail::describe(cause));
+}
+void Channel::on_unhandled_user_event(std::any) {}
+
+// ---- Unsafe operations (from the head) ----------------------------------------------------
+
+void Channel::unsafe_write(Message msg, ChannelPromise promise) {
+  if (closed_) {
+    promise.try_failure(transport::Errc::channel_closed);
+    return;
+  }
+  if (output_shutdown_ || output_shutdown_pending_) {
+    promise.try_failure(transport::Errc::output_shutdown);
+    return;
+  }
+  if (!accepts_outbound(msg)) {
+    promise.try_failure(transport::Errc::unsupported_message);
+    return;
+  }
+  outbound_.add_message(std::move(msg), std::move(promise));
+}
+
+void Channel::unsafe_flush() {
+  if (closed_) {
+    return;
+  }
+  outbound_.add_flush();
+  flush_now();
+}
+
+void Channel::flush_now() {
+  if (in_flush_ || write_pending_ || closed_) {
+    return;
+  }
+  if (!outbound_.is_empty()) {
+    in_flush_ = true;
+    try {
+      do_write(outbound_);
+    } catch (...) {
+      in_flush_ = false;
+      detail::log_warn("channel {}: do_write threw: {}", id_,
+                       detail::describe(std::current_exception()));
+      notify_write_error(transport::Errc::handler_failed);
+      return;
+    }
+    in_flush_ = false;
+  }
+  maybe_finish_shutdown_output();
+}
+
+void Channel::notify_writable_again() {
+  write_pending_ = false;
+  flush_now();
+}
+
+void Channel::notify_write_error(std::error_code ec) {
+  write_pending_ = false;
+  outbound_.gather_done();
+  outbound_.fail_flushed(ec);
+  close_for_transport();
+}
+
+void Channel::unsafe_read() {
+  if (closed_ || !is_active() || input_shutdown_) {
+    return;
+  }
+  read_pending_ = true;
+  do_read_begin();
+}
+
+void Channel::notify_read(ByteBuffer bytes) {
+  read_pending_ = false;
+  pipeline_.fire_channel_read(std::move(bytes));
+}
+
+void Channel::notify_read_complete() { pipeline_.fire_channel_read_complete(); }
+
+void Channel::notify_input_shutdown() {
+  if (closed_ || input_shutdown_) {
+    return;
+  }
+  read_pending_ = false;
+  if (config_.is_allow_half_closure()) {
+    input_shutdown_ = true;
+    pipeline_.fire_user_event_triggered(ChannelInputShutdownEvent{});
+  } else {
+    close_for_transport();
+  }
+}
+
+void Channel::notify_active() {
+  if (active_fired_) {
+    return;
+  }
+  active_fired_ = true;
+  pipeline_.fire_channel_active();
+  if (config_.is_auto_read()) {
+    read();
+  }
+}
+
+void Channel::close_for_transport() { unsafe_close(ChannelPromise()); }
+
+void Channel::unsafe_close(ChannelPromise promise) {
+  if (closed_) {
+    // Completes when the first close did (it already has: close is synchronous here).
+    close_promise_.future().add_listener(
+        [promise](const std::error_code&) mutable { promise.try_success(); });
+    return;
+  }
+  bool was_active = active_fired_;
+  closed_ = true;
+  write_pending_ = false;
+  outbound_.fail_all(transport::Errc::channel_closed);
+  shutdown_promise_.try_failure(transport::Errc::channel_closed);
+  do_close();
+  close_promise_.try_success();
+  promise.try_success();
+  if (was_active) {
+    // Later, like Netty: handlers see inactive after the close call returned.
+    // A shared_ptr-owned channel is kept alive by the task; one that is not (a stack
+    // EmbeddedChannel) owns its executor, so the task dies with it.
+    executor_->execute(
+        [this, self = weak_from_this().lock()] { pipeline_.fire_channel_inactive(); });
+  }
+}
+
+void Channel::unsafe_shutdown_output(ChannelPromise promise) {
+  if (closed_) {
+    promise.try_failure(transport::Errc::channel_closed);
+    return;
+  }
+  if (output_shutdown_) {
+    promise.try_success();
+    return;
+  }
+  if (output_shutdown_pending_) {
+    shutdown_promise_.future().add_listener([promise](const std::error_code& ec) mutable {
+      if (ec) {
+        promise.try_failure(ec);
+      } else {
+        promise.try_success();
+      }
+    });
+    return;
+  }
+  output_shutdown_pending_ = true;
+  shutdown_promise_ = std::move(promise);
+  // Everything written before the shutdown goes out first.
+  outbound_.add_flush();
+  flush_now();
+}
+
+void Channel::maybe_finish_shutdown_output() {
+  if (!output_shutdown_pending_ || !outbound_.is_empty() || write_pending_ || closed_) {
+    return;
+  }
+  output_shutdown_pending_ = false;
+  output_shutdown_ = true;
+  auto ec = do_shutdown_output();
+  auto p = std::move(shutdown_promise_);
+  shutdown_promise_ = ChannelPromise();
+  if (ec) {
+    p.try_failure(ec);
+  } else {
+    p.try_success();
+  }
+}
+
+}  // namespace niox

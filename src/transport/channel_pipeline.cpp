@@ -1,0 +1,316 @@
+#include <niox/transport/channel.hpp>
+#include <niox/transport/channel_pipeline.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include "transport/log.hpp"
+
+#include <algorithm>
+
+namespace niox {
+
+namespace detail {
+
+// The head: inbound events pass through, outbound operations become the channel's transport
+// operations.
+class HeadHandler final : public ChannelHandler {
+ public:
+  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override {
+    ctx.channel().unsafe_write(std::move(msg), std::move(promise));
+  }
+  void flush(ChannelHandlerContext& ctx) override { ctx.channel().unsafe_flush(); }
+  void read(ChannelHandlerContext& ctx) override { ctx.channel().unsafe_read(); }
+  void close(ChannelHandlerContext& ctx, ChannelPromise promise) override {
+    ctx.channel().unsafe_close(std::move(promise));
+  }
+  void shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) override {
+    ctx.channel().unsafe_shutdown_output(std::move(promise));
+  }
+};
+
+// The tail: what reaches it was not consumed by any handler; the channel decides (log and drop
+// for a socket, collect for EmbeddedChannel).
+class TailHandler final : public ChannelHandler {
+ public:
+  void channel_active(ChannelHandlerContext&) override {}
+  void channel_inactive(ChannelHandlerContext&) override {}
+  void channel_read_complete(ChannelHandlerContext&) override {}
+  void channel_writability_changed(ChannelHandlerContext&) override {}
+  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    ctx.channel().on_unhandled_inbound_message(std::move(msg));
+  }
+  void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+    ctx.channel().on_unhandled_user_event(std::move(event));
+  }
+  void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override {
+    ctx.channel().on_unhandled_inbound_exception(std::move(cause));
+  }
+};
+
+}  // namespace detail
+
+ChannelPipeline::ChannelPipeline(Channel& channel)
+    : channel_(&channel),
+      head_owner_(
+          new ChannelHandlerContext(*this, "head", std::make_shared<detail::HeadHandler>())),
+      tail_owner_(
+          new ChannelHandlerContext(*this, "tail", std::make_shared<detail::TailHandler>())),
+      head_(head_owner_.get()),
+      tail_(tail_owner_.get()) {
+  head_->next_ = tail_;
+  tail_->prev_ = head_;
+}
+
+ChannelPipeline::~ChannelPipeline() { destroy(); }
+
+void ChannelPipeline::destroy() noexcept {
+  while (tail_->prev_ != head_) {
+    auto* ctx = tail_->prev_;
+    try {
+      unlink(*ctx);
+    } catch (...) {
+      detail::log_warn("handler_removed of '{}' threw during teardown: {}", ctx->name_,
+                       detail::describe(std::current_exception()));
+    }
+  }
+  if (depth_ == 0) {
+    release_removed();
+  }
+}
+
+ChannelHandlerContext* ChannelPipeline::find(std::string_view name) const noexcept {
+  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+    if (c->name_ == name) {
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+ChannelHandlerContext& ChannelPipeline::get_context_or_throw(std::string_view name) const {
+  auto* c = find(name);
+  if (c == nullptr) {
+    throw NoSuchElementException("no handler named '" + std::string(name) + "' in the pipeline");
+  }
+  return *c;
+}
+
+std::string ChannelPipeline::checked_name(std::string name, const ChannelHandler&) {
+  if (name.empty()) {
+    do {
+      name = std::to_string(generated_names_++) + "#handler";
+    } while (find(name) != nullptr);
+    return name;
+  }
+  if (name == "head" || name == "tail" || find(name) != nullptr) {
+    throw IllegalArgumentException("duplicate handler name: '" + name + "'");
+  }
+  return name;
+}
+
+void ChannelPipeline::insert_after(ChannelHandlerContext* prev,
+                                   std::unique_ptr<ChannelHandlerContext> owned) {
+  auto* ctx = owned.get();
+  contexts_.push_back(std::move(owned));
+  ctx->prev_ = prev;
+  ctx->next_ = prev->next_;
+  prev->next_->prev_ = ctx;
+  prev->next_ = ctx;
+  Frame frame(*this);
+  try {
+    ctx->handler_->handler_added(*ctx);
+  } catch (...) {
+    // Netty removes a handler whose handler_added failed; the caller learns why.
+    auto error = std::current_exception();
+    try {
+      unlink(*ctx);
+    } catch (...) {
+    }
+    std::rethrow_exception(error);
+  }
+}
+
+ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<ChannelHandler> h) {
+  if (!h) {
+    throw IllegalArgumentException("null handler");
+  }
+  name = checked_name(std::move(name), *h);
+  insert_after(head_, std::unique_ptr<ChannelHandlerContext>(
+                          new ChannelHandlerContext(*this, std::move(name), std::move(h))));
+  return *this;
+}
+
+ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<ChannelHandler> h) {
+  if (!h) {
+    throw IllegalArgumentException("null handler");
+  }
+  name = checked_name(std::move(name), *h);
+  insert_after(tail_->prev_, std::unique_ptr<ChannelHandlerContext>(
+                                 new ChannelHandlerContext(*this, std::move(name), std::move(h))));
+  return *this;
+}
+
+ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::string name,
+                                             std::shared_ptr<ChannelHandler> h) {
+  if (!h) {
+    throw IllegalArgumentException("null handler");
+  }
+  auto& base = get_context_or_throw(base_name);
+  name = checked_name(std::move(name), *h);
+  insert_after(base.prev_, std::unique_ptr<ChannelHandlerContext>(
+                               new ChannelHandlerContext(*this, std::move(name), std::move(h))));
+  return *this;
+}
+
+ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::string name,
+                                            std::shared_ptr<ChannelHandler> h) {
+  if (!h) {
+    throw IllegalArgumentException("null handler");
+  }
+  auto& base = get_context_or_throw(base_name);
+  name = checked_name(std::move(name), *h);
+  insert_after(&base, std::unique_ptr<ChannelHandlerContext>(
+                          new ChannelHandlerContext(*this, std::move(name), std::move(h))));
+  return *this;
+}
+
+std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& ctx) {
+  // Neighbours skip ctx from now on; ctx keeps its own links so an event inside it goes on.
+  ctx.prev_->next_ = ctx.next_;
+  ctx.next_->prev_ = ctx.prev_;
+  ctx.removed_ = true;
+  auto it = std::find_if(contexts_.begin(), contexts_.end(),
+                         [&](const auto& p) { return p.get() == &ctx; });
+  removed_.push_back(std::move(*it));
+  contexts_.erase(it);
+  auto handler = ctx.handler_;
+  Frame frame(*this);
+  handler->handler_removed(ctx);
+  return handler;
+}
+
+void ChannelPipeline::release_removed() noexcept { removed_.clear(); }
+
+std::shared_ptr<ChannelHandler> ChannelPipeline::remove(std::string_view name) {
+  return unlink(get_context_or_throw(name));
+}
+
+ChannelPipeline& ChannelPipeline::remove(const ChannelHandler& handler) {
+  auto* ctx = context(handler);
+  if (ctx == nullptr) {
+    throw NoSuchElementException("handler is not in the pipeline");
+  }
+  unlink(*ctx);
+  return *this;
+}
+
+std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_name,
+                                                         std::string new_name,
+                                                         std::shared_ptr<ChannelHandler> h) {
+  if (!h) {
+    throw IllegalArgumentException("null handler");
+  }
+  auto& old = get_context_or_throw(old_name);
+  if (new_name != old.name_) {
+    new_name = checked_name(std::move(new_name), *h);
+  }
+  // Like Netty: the new handler is linked in and added before the old one is removed, so no
+  // event can slip past both.
+  auto* prev = &old;
+  auto owned = std::unique_ptr<ChannelHandlerContext>(
+      new ChannelHandlerContext(*this, std::move(new_name), std::move(h)));
+  auto* fresh = owned.get();
+  contexts_.push_back(std::move(owned));
+  fresh->prev_ = prev;
+  fresh->next_ = prev->next_;
+  prev->next_->prev_ = fresh;
+  prev->next_ = fresh;
+  Frame frame(*this);
+  auto old_handler = unlink(old);
+  try {
+    fresh->handler_->handler_added(*fresh);
+  } catch (...) {
+    auto error = std::current_exception();
+    try {
+      unlink(*fresh);
+    } catch (...) {
+    }
+    std::rethrow_exception(error);
+  }
+  return old_handler;
+}
+
+std::shared_ptr<ChannelHandler> ChannelPipeline::get(std::string_view name) const {
+  auto* c = find(name);
+  return c ? c->handler_ : nullptr;
+}
+
+ChannelHandlerContext* ChannelPipeline::context(std::string_view name) const noexcept {
+  return find(name);
+}
+
+ChannelHandlerContext* ChannelPipeline::context(const ChannelHandler& handler) const noexcept {
+  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+    if (c->handler_.get() == &handler) {
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> ChannelPipeline::names() const {
+  std::vector<std::string> out;
+  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+    out.push_back(c->name_);
+  }
+  return out;
+}
+
+ChannelPipeline& ChannelPipeline::fire_channel_active() {
+  head_->invoke_channel_active();
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_channel_inactive() {
+  head_->invoke_channel_inactive();
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_channel_read(Message msg) {
+  head_->invoke_channel_read(std::move(msg));
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_channel_read_complete() {
+  head_->invoke_channel_read_complete();
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_user_event_triggered(std::any event) {
+  head_->invoke_user_event_triggered(std::move(event));
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_channel_writability_changed() {
+  head_->invoke_channel_writability_changed();
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::fire_exception_caught(std::exception_ptr cause) {
+  head_->invoke_exception_caught(std::move(cause));
+  return *this;
+}
+
+void ChannelPipeline::write(Message msg, ChannelPromise promise) {
+  tail_->write(std::move(msg), std::move(promise));
+}
+void ChannelPipeline::write_and_flush(Message msg, ChannelPromise promise) {
+  tail_->write_and_flush(std::move(msg), std::move(promise));
+}
+ChannelPipeline& ChannelPipeline::flush() {
+  tail_->flush();
+  return *this;
+}
+ChannelPipeline& ChannelPipeline::read() {
+  tail_->read();
+  return *this;
+}
+void ChannelPipeline::close(ChannelPromise promise) { tail_->close(std::move(promise)); }
+void ChannelPipeline::shutdown_output(ChannelPromise promise) {
+  tail_->shutdown_output(std::move(promise));
+}
+
+}  // namespace niox

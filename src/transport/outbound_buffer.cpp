@@ -1,0 +1,252 @@
+#include <niox/transport/outbound_buffer.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace niox {
+
+OutboundBuffer::OutboundBuffer() = default;
+OutboundBuffer::~OutboundBuffer() = default;
+
+bool OutboundBuffer::add_message(Message msg, ChannelPromise promise) {
+  std::size_t size = msg.readable_bytes();
+  if (size > hard_limit_ || pending_bytes_ > hard_limit_ - size) {
+    promise.try_failure(transport::Errc::outbound_buffer_full);
+    return false;
+  }
+  entries_.push_back(Entry{std::move(msg), std::move(promise), size});
+  pending_bytes_ += size;
+  if (writable_ && pending_bytes_ > mark_.high) {
+    writable_ = false;
+    if (listener_) {
+      listener_(false);
+    }
+  }
+  return true;
+}
+
+void OutboundBuffer::decrement_pending(std::size_t n, bool notify) {
+  pending_bytes_ -= n;
+  if (!writable_ && pending_bytes_ < mark_.low) {
+    writable_ = true;
+    if (notify && listener_) {
+      listener_(true);
+    }
+  }
+}
+
+void OutboundBuffer::pop_front(std::error_code cause) {
+  // Unlink first: the promise and the writability listener may lead to new writes.
+  Entry e = std::move(entries_.front());
+  entries_.pop_front();
+  --flushed_;
+  if (in_flight_ && cause) {
+    keep_alive_.push_back(std::move(e.msg));
+  }
+  if (cause) {
+    e.promise.try_failure(cause);
+  } else {
+    e.promise.try_success();
+  }
+  decrement_pending(e.size, true);
+}
+
+bool OutboundBuffer::remove() {
+  if (flushed_ == 0) {
+    return false;
+  }
+  pop_front({});
+  return true;
+}
+
+bool OutboundBuffer::remove(std::error_code cause) {
+  if (flushed_ == 0) {
+    return false;
+  }
+  pop_front(cause ? cause : std::make_error_code(std::errc::io_error));
+  return true;
+}
+
+GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
+  // Zero-length buffers at the front complete now: nothing of theirs needs the kernel.
+  while (flushed_ != 0) {
+    auto* b = entries_.front().msg.get_if<ByteBuffer>();
+    if (b == nullptr || b->has_remaining()) {
+      break;
+    }
+    pop_front({});
+  }
+  GatherWrite out;
+  if (flushed_ == 0) {
+    return out;
+  }
+  in_flight_ = true;
+  Message& first = entries_.front().msg;
+  if (auto* r = first.get_if<FileRegion>()) {
+    out.file_region = r;
+    return out;
+  }
+  if (!first.is_byte_buffer()) {
+    out.other = &first;
+    return out;
+  }
+
+  max_iovecs = std::clamp<std::size_t>(max_iovecs, 1, max_iovecs_per_call);
+  if (iovecs_.size() < max_iovecs) {
+    iovecs_.resize(max_iovecs);
+  }
+  if (coalesce_threshold_ != 0 && scratch_.capacity() == 0) {
+    scratch_ = ByteBuffer::allocate(std::max(default_scratch_size, 2 * coalesce_threshold_));
+  }
+  scratch_.clear();
+
+  std::size_t budget = max_bytes_;
+  std::size_t n = 0;
+  bool last_is_scratch = false;
+  for (std::size_t i = 0; i < flushed_ && budget != 0; ++i) {
+    auto* b = entries_[i].msg.get_if<ByteBuffer>();
+    if (b == nullptr) {
+      break;  // a file region or other message: written by its own path after these bytes
+    }
+    std::size_t rem = b->remaining();
+    if (rem == 0) {
+      continue;
+    }
+    std::size_t piece = std::min(rem, budget);
+    if (piece <= coalesce_threshold_ && scratch_.remaining() >= piece) {
+      // Copy the tiny piece next to its tiny neighbours: one iovec instead of many.
+      auto src = b->bytes().first(piece);
+      auto* dst = scratch_.writable_bytes().data();
+      std::memcpy(dst, src.data(), piece);
+      scratch_.position(scratch_.position() + piece);
+      if (last_is_scratch) {
+        iovecs_[n - 1].iov_len += piece;
+      } else {
+        if (n == max_iovecs) {
+          break;
+        }
+        iovecs_[n++] = iovec{dst, piece};
+        last_is_scratch = true;
+      }
+    } else {
+      if (n == max_iovecs) {
+        break;
+      }
+      n += gather_iovecs(std::span<const ByteBuffer>(b, 1), std::span<iovec>(iovecs_.data() + n, 1),
+                         budget);
+      last_is_scratch = false;
+    }
+    budget -= piece;
+  }
+  out.iovecs = std::span<const iovec>(iovecs_.data(), n);
+  out.bytes = max_bytes_ - budget;
+  return out;
+}
+
+void OutboundBuffer::remove_bytes(std::size_t n) {
+  in_flight_ = false;
+  keep_alive_.clear();
+  while (flushed_ != 0) {
+    Entry& e = entries_.front();
+    if (auto* b = e.msg.get_if<ByteBuffer>()) {
+      std::size_t rem = b->remaining();
+      if (rem <= n) {
+        n -= rem;
+        b->position(b->limit());
+        pop_front({});
+        continue;
+      }
+      if (n != 0) {
+        b->position(b->position() + n);
+      }
+      return;
+    }
+    if (auto* r = e.msg.get_if<FileRegion>()) {
+      auto rem = r->remaining();
+      if (rem <= n) {
+        n -= static_cast<std::size_t>(rem);
+        r->add_transferred(rem);
+        pop_front({});
+        continue;
+      }
+      if (n != 0) {
+        r->add_transferred(n);
+      }
+      return;
+    }
+    return;  // another message type: not a byte stream, removed with remove()
+  }
+}
+
+void OutboundBuffer::gather_done() noexcept {
+  in_flight_ = false;
+  keep_alive_.clear();
+}
+
+void OutboundBuffer::fail_flushed(std::error_code cause) {
+  if (!cause) {
+    cause = std::make_error_code(std::errc::io_error);
+  }
+  while (flushed_ != 0) {
+    pop_front(cause);
+  }
+}
+
+void OutboundBuffer::fail_all(std::error_code cause) {
+  if (!cause) {
+    cause = std::make_error_code(std::errc::io_error);
+  }
+  flushed_ = entries_.size();
+  auto listener = std::move(listener_);
+  listener_ = nullptr;  // closing: no writability events (Netty's notifyWritability=false)
+  try {
+    while (flushed_ != 0) {
+      pop_front(cause);
+    }
+  } catch (...) {
+    listener_ = std::move(listener);
+    throw;
+  }
+  listener_ = std::move(listener);
+}
+
+std::size_t OutboundBuffer::bytes_before_unwritable() const noexcept {
+  if (!writable_) {
+    return 0;
+  }
+  // Unwritable once pending exceeds high.
+  return mark_.high >= pending_bytes_ ? mark_.high - pending_bytes_ + 1 : 0;
+}
+
+std::size_t OutboundBuffer::bytes_before_writable() const noexcept {
+  if (writable_) {
+    return 0;
+  }
+  return pending_bytes_ >= mark_.low ? pending_bytes_ - mark_.low + 1 : 0;
+}
+
+void OutboundBuffer::set_water_mark(WriteBufferWaterMark mark) {
+  if (mark.low > mark.high) {
+    throw IllegalArgumentException("write buffer water mark: low > high");
+  }
+  mark_ = mark;
+}
+
+void OutboundBuffer::set_max_bytes_per_write(std::size_t bytes) noexcept {
+  max_bytes_ = std::clamp<std::size_t>(bytes, 1, max_bytes_per_call);
+}
+
+void OutboundBuffer::adapt_max_bytes_per_write(std::size_t attempted,
+                                               std::size_t written) noexcept {
+  constexpr std::size_t low_threshold = 4096;
+  if (attempted == written) {
+    if (attempted * 2 > max_bytes_) {
+      set_max_bytes_per_write(attempted * 2);
+    }
+  } else if (attempted > low_threshold && written < attempted / 2) {
+    set_max_bytes_per_write(attempted / 2);
+  }
+}
+
+}  // namespace niox
