@@ -38,3 +38,7 @@
 #include <niox/transport/idle_state_handler.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 #include <niox/transport/transport_error.hpp>
+#include <niox/transport/bootstrap.hpp>
+#include <niox/transport/channel_option.hpp>
+#include <niox/transport/loop_executor.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
