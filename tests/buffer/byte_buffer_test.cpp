@@ -669,6 +669,20 @@ TEST(ByteBufferBulk, AbsoluteGetKeepsPositionAndChecksLimit) {
   expect_indices(b, 7, 8, 10);
 }
 
+TEST(ByteBufferBulk, BulkCopiesToAndFromTheBuffersOwnMemoryOverlap) {
+  auto b = ByteBuffer::allocate(8);
+  b.put(std::span<const std::byte>(iota_bytes(8, 1))).clear();
+  b.position(2).get(b.array().subspan(0, 4));  // reads [2, 6) into [0, 4)
+  EXPECT_EQ(content(b), bytes_of(3, 4, 5, 6, 5, 6, 7, 8));
+  expect_indices(b, 6, 8, 8);
+  b.get(1, b.array().subspan(2, 5));  // reads [1, 6) into [2, 7)
+  EXPECT_EQ(content(b), bytes_of(3, 4, 4, 5, 6, 5, 6, 8));
+  b.position(3).put(std::span<const std::byte>(b.array().subspan(0, 5)));  // [0, 5) to [3, 8)
+  EXPECT_EQ(content(b), bytes_of(3, 4, 4, 3, 4, 4, 5, 6));
+  b.put(0, std::span<const std::byte>(b.array().subspan(2, 6)));
+  EXPECT_EQ(content(b), bytes_of(4, 3, 4, 4, 5, 6, 5, 6));
+}
+
 TEST(ByteBufferBulk, RelativePutCopiesAdvancesOverflowMovesNothing) {
   auto b = ByteBuffer::allocate(8);
   b.position(1).limit(6);

@@ -8,7 +8,11 @@
 
 #include "support/channels_support.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <thread>
+
+#include <pthread.h>
 
 #include <sys/mman.h>
 
@@ -175,6 +179,47 @@ TEST_F(GatherEdgeTest, GatherBeyondPerCallByteCap) {
     for (auto& b : bufs) EXPECT_FALSE(b.has_remaining());
   }
   ::munmap(mem, size);
+}
+
+// Blocking gathers and scatters interrupted by a storm of signals whose handler is installed
+// without SA_RESTART: every EINTR is retried, nothing is lost or duplicated.
+TEST_F(GatherEdgeTest, SignalStormWithoutSaRestart) {
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: blocking calls fail with EINTR
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
+  auto pair = test::tcp_pair();
+  pair.client.set_option(StandardSocketOptions::so_sndbuf, 4096);
+  Batch b = make_batch(4096, 700, 1234);
+  std::vector<std::byte> got;
+  std::atomic<bool> done{false};
+  std::atomic<bool> reader_ready{false};
+  pthread_t reader_thread{};
+  std::thread reader([&] {
+    reader_thread = pthread_self();
+    reader_ready = true;
+    got = slow_drain(pair.server);
+  });
+  while (!reader_ready) std::this_thread::yield();
+  const pthread_t writer_thread = pthread_self();
+  std::thread storm([&] {
+    while (!done) {
+      pthread_kill(writer_thread, SIGUSR1);
+      pthread_kill(reader_thread, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  auto n = pair.client.write(std::span<ByteBuffer>(b.buffers));
+  pair.client.shutdown_output();
+  reader.join();
+  done = true;
+  storm.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(n, static_cast<std::int64_t>(b.expected.size()));
+  ASSERT_EQ(got.size(), b.expected.size());
+  EXPECT_TRUE(got == b.expected);
 }
 
 TEST_F(GatherEdgeTest, PipeGatherAndScatter) {

@@ -152,11 +152,11 @@ TEST_P(TransferPathTest, ToSocketAndToFile) {
   EXPECT_EQ(got.checksum, sum);
 }
 
-TEST_P(TransferPathTest, FileShrinksMidTransfer) {
+// Socket targets: copy_file_range has no part here.
+class TransferShrinkTest : public TransferPathTest {};
+
+TEST_P(TransferShrinkTest, FileShrinksMidTransfer) {
   const TransferPath path = GetParam();
-  if (path == TransferPath::copy_file_range) {
-    GTEST_SKIP() << "socket targets have no copy_file_range path";
-  }
   constexpr std::uint64_t size = 32 * MiB;
   make_file(dir_ / "shrinking", size, 4);
   auto src = FileChannel::open(dir_ / "shrinking", OpenOption::read);
@@ -197,6 +197,10 @@ TEST_P(TransferPathTest, FileShrinksMidTransfer) {
 INSTANTIATE_TEST_SUITE_P(Paths, TransferPathTest,
                          ::testing::Values(TransferPath::copy_file_range, TransferPath::sendfile,
                                            TransferPath::splice, TransferPath::copy),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Paths, TransferShrinkTest,
+                         ::testing::Values(TransferPath::sendfile, TransferPath::splice,
+                                           TransferPath::copy),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 // ---- Edges --------------------------------------------------------------------------------

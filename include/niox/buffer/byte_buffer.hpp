@@ -465,9 +465,11 @@ class ByteBuffer {
       detail::throw_index(index, n, limit_);
     }
   }
+  // memmove, not memcpy: the caller's span may be a view of this very memory (array(), a
+  // wrapped array), where Java's System.arraycopy also behaves like memmove.
   void copy_out(std::size_t at, std::span<std::byte> dst) const noexcept {
     if (!dst.empty()) {
-      std::memcpy(dst.data(), base_ + at, dst.size());
+      std::memmove(dst.data(), base_ + at, dst.size());
     }
   }
   void copy_in(std::size_t at, std::span<const std::byte> src) noexcept {
