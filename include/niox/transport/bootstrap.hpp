@@ -1,0 +1,136 @@
+// Bootstrap and ServerBootstrap: set up loop-backed socket channels (Netty's shape).
+//
+//   EventLoopGroup boss(1), workers(4);
+//   ServerBootstrap sb;
+//   sb.group(boss, workers)
+//     .option(channel_option::so_backlog, 1024)
+//     .child_option(channel_option::tcp_nodelay, true)
+//     .child_handler(std::make_shared<ChannelInitializer>([](Channel& ch) {
+//       ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
+//     }));
+//   BootstrapFuture bound = sb.bind(InetSocketAddress::loopback_v4(0));
+//   bound.sync();   // never on one of the group's loops
+//
+// The groups must outlive the channels created here; a bootstrap may be reused and copied.
+// handler()/child_handler() instances are added to every channel created, so they must be
+// shareable between pipelines — a ChannelInitializer is (it only runs its function).
+#pragma once
+
+#include <niox/channels/socket_address.hpp>
+#include <niox/loop/event_loop_group.hpp>
+#include <niox/transport/channel.hpp>
+#include <niox/transport/channel_handler.hpp>
+#include <niox/transport/channel_option.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
+
+#include <functional>
+#include <memory>
+#include <system_error>
+
+namespace niox {
+
+// Runs `init(channel)` when added to a pipeline (on the channel's loop), then removes itself:
+// the usual way to give every accepted channel its own handlers.
+class ChannelInitializer : public ChannelHandler {
+ public:
+  using InitFunction = std::function<void(Channel&)>;
+  explicit ChannelInitializer(InitFunction init) : init_(std::move(init)) {}
+  void handler_added(ChannelHandlerContext& ctx) override;
+
+ private:
+  InitFunction init_;
+};
+
+// Blocks the calling thread until `future` completes; returns its failure (empty on
+// success). Must not be called on the loop that completes it.
+std::error_code await_future(const ChannelFuture& future);
+
+// The outcome of bind()/connect() and the channel it created (null when no channel could be
+// created, e.g. socket() failed).
+class BootstrapFuture : public ChannelFuture {
+ public:
+  BootstrapFuture() = default;
+  BootstrapFuture(ChannelFuture future, std::shared_ptr<Channel> channel)
+      : ChannelFuture(std::move(future)), channel_(std::move(channel)) {}
+  const std::shared_ptr<Channel>& channel() const noexcept { return channel_; }
+  // Waits; throws std::system_error on failure (Netty's syncUninterruptibly).
+  BootstrapFuture& sync();
+  // Waits; returns the failure.
+  std::error_code await() const { return await_future(*this); }
+
+ private:
+  std::shared_ptr<Channel> channel_;
+};
+
+class Bootstrap {
+ public:
+  Bootstrap& group(EventLoopGroup& group) noexcept {
+    group_ = &group;
+    return *this;
+  }
+  template <class T, class V>
+  Bootstrap& option(ChannelOption<T> opt, V&& value) {
+    options_.*(opt.field) = T(std::forward<V>(value));
+    return *this;
+  }
+  Bootstrap& handler(std::shared_ptr<ChannelHandler> h) {
+    handler_ = std::move(h);
+    return *this;
+  }
+  const ChannelOptions& options() const noexcept { return options_; }
+
+  // Opens a socket on the group's next loop, sets it up (options, then handler in the
+  // pipeline) and connects it. Throws std::logic_error without a group.
+  BootstrapFuture connect(const SocketAddress& remote) const;
+
+ private:
+  EventLoopGroup* group_ = nullptr;
+  ChannelOptions options_;
+  std::shared_ptr<ChannelHandler> handler_;
+};
+
+class ServerBootstrap {
+ public:
+  // Accepts on boss.next(); each connection goes to worker.next() for life.
+  ServerBootstrap& group(EventLoopGroup& boss, EventLoopGroup& worker) noexcept {
+    boss_ = &boss;
+    worker_ = &worker;
+    return *this;
+  }
+  ServerBootstrap& group(EventLoopGroup& both) noexcept { return group(both, both); }
+  template <class T, class V>
+  ServerBootstrap& option(ChannelOption<T> opt, V&& value) {
+    options_.*(opt.field) = T(std::forward<V>(value));
+    return *this;
+  }
+  template <class T, class V>
+  ServerBootstrap& child_option(ChannelOption<T> opt, V&& value) {
+    child_options_.*(opt.field) = T(std::forward<V>(value));
+    return *this;
+  }
+  // For the listening channel's pipeline (sees accepted channels as they arrive).
+  ServerBootstrap& handler(std::shared_ptr<ChannelHandler> h) {
+    handler_ = std::move(h);
+    return *this;
+  }
+  ServerBootstrap& child_handler(std::shared_ptr<ChannelHandler> h) {
+    child_handler_ = std::move(h);
+    return *this;
+  }
+  const ChannelOptions& options() const noexcept { return options_; }
+  const ChannelOptions& child_options() const noexcept { return child_options_; }
+
+  // Binds and listens. The channel is a LoopServerSocketChannel (local_address() tells the
+  // port once done). Throws std::logic_error without a group or a child handler.
+  BootstrapFuture bind(const SocketAddress& local) const;
+
+ private:
+  EventLoopGroup* boss_ = nullptr;
+  EventLoopGroup* worker_ = nullptr;
+  ChannelOptions options_;
+  ChannelOptions child_options_;
+  std::shared_ptr<ChannelHandler> handler_;
+  std::shared_ptr<ChannelHandler> child_handler_;
+};
+
+}  // namespace niox

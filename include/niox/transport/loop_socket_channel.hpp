@@ -1,0 +1,187 @@
+// The loop-backed socket transport: LoopSocketChannel (a TCP or Unix-domain stream connection)
+// and LoopServerSocketChannel (a listening socket), each bound to one EventLoop for life.
+// Netty's NioSocketChannel / NioServerSocketChannel over niox's completion loop.
+//
+// Threads: handlers run on the channel's loop only. Channel's outbound operations (write,
+// flush, read, close...) may be called from any thread; everything else here says where.
+//
+// Reading: one receive buffer at a time is in the kernel, sized by the channel's
+// AdaptiveRecvBufferAllocator handle. Each filled buffer is fired as channel_read (the buffer
+// then belongs to the pipeline); a batch ends when a read did not fill its buffer (or after
+// max_messages_per_read) and fires channel_read_complete. With AUTO_READ off no new read is
+// started after a batch until read() is called, so the kernel buffers fill and the peer is
+// pushed back.
+//
+// Writing: flush() hands the outbound buffer's flushed prefix to the loop as ONE gathering
+// write (a single piece as a one-buffer write); the outbound buffer keeps the memory alive until
+// the loop reports the bytes moved, and is advanced by exactly that many. Only one write is in
+// the kernel at a time. A FileRegion goes through EventLoop::transfer_to (sendfile); a region
+// whose file is shorter than position + count fails its own write with
+// Errc::file_region_truncated before anything of it is sent (the connection stays usable), or
+// closes the connection if the file shrank during the transfer.
+//
+// Closing: close() closes the descriptor through the loop (pending operations are aborted and
+// their buffers released when the kernel lets go); every pending write fails once with
+// Errc::channel_closed. close_abortively() sets SO_LINGER {1, 0} first, so the peer sees RST.
+// shutdown_output() sends FIN once the queued writes are out. A read error (ECONNRESET) fires
+// exception_caught and closes; EOF fires ChannelInputShutdownEvent with ALLOW_HALF_CLOSURE,
+// else closes.
+//
+// Lifetime: a channel is owned by std::shared_ptr. From the moment it is active until it is
+// closed it keeps itself alive (the loop's operations hold it), so a server never has to store
+// its connections; after close it lives as long as someone holds it. Closing the channel's
+// loop aborts its operations, which closes it (a channel with nothing in the kernel, AUTO_READ
+// off and no writes, is closed only when its owner closes it).
+#pragma once
+
+#include <niox/channels/socket_address.hpp>
+#include <niox/loop/event_loop.hpp>
+#include <niox/transport/adaptive_recv_buffer_allocator.hpp>
+#include <niox/transport/channel.hpp>
+#include <niox/transport/channel_option.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace niox {
+
+class LoopSocketChannel final : public Channel {
+ public:
+  // A new unconnected socket of `family` (AF_INET, AF_INET6, AF_UNIX), non-blocking and
+  // O_CLOEXEC, on `loop`. Throws std::system_error.
+  static std::shared_ptr<LoopSocketChannel> open(EventLoop& loop, int family);
+  // Adopts a connected (accepted) descriptor; start with start_accepted() on the loop thread.
+  static std::shared_ptr<LoopSocketChannel> adopt(EventLoop& loop, int fd, int family);
+
+  ~LoopSocketChannel() override;
+
+  EventLoop& event_loop() const noexcept { return *loop_; }
+  // The descriptor, or -1 once closed. Do not close it yourself.
+  int fd() const noexcept { return fd_; }
+  int family() const noexcept { return family_; }
+  bool is_open() const noexcept override { return fd_ >= 0; }
+  bool is_active() const noexcept override { return fd_ >= 0 && active_; }
+  // Known once active.
+  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
+  const std::optional<SocketAddress>& remote_address() const noexcept { return remote_; }
+
+  // Socket options now, config options too (loop thread, or before the channel is used).
+  void apply_options(const ChannelOptions& options);
+
+  // Connects (any thread). The promise fails with the connect error, ETIMEDOUT after
+  // config().connect_timeout() (0 = none), or EISCONN/EALREADY when already connected or
+  // connecting; a failed connect closes the channel. On success the channel is active and
+  // channel_active has fired (then read() when AUTO_READ).
+  void connect(const SocketAddress& remote, ChannelPromise promise);
+  ChannelFuture connect(const SocketAddress& remote);
+
+  // An accepted channel goes active: channel_active, then read() with AUTO_READ. On the loop
+  // thread, once, after its pipeline is set up.
+  void start_accepted();
+
+  // Close with RST (SO_LINGER {1, 0}) instead of FIN; pending writes fail as with close().
+  ChannelFuture close_abortively();
+
+ protected:
+  void do_write(OutboundBuffer& out) override;
+  void do_close() noexcept override;
+  std::error_code do_shutdown_output() noexcept override;
+  void do_read_begin() override;
+
+ private:
+  struct Token {};
+
+ public:
+  LoopSocketChannel(Token, EventLoop& loop, int fd, int family);
+
+ private:
+  std::shared_ptr<LoopSocketChannel> self() {
+    return std::static_pointer_cast<LoopSocketChannel>(shared_from_this());
+  }
+  void become_active();
+  void start_read();
+  void on_read(std::error_code ec, std::size_t n, ByteBuffer buf);
+  void end_read_batch();
+  void on_written(std::error_code ec, std::size_t n);
+  void on_file_written(std::error_code ec, std::size_t n);
+  void on_connected(std::error_code ec);
+
+  EventLoop* loop_;
+  int fd_;
+  int family_;
+  bool active_ = false;
+  bool reading_ = false;          // a read is in the kernel
+  bool in_read_handler_ = false;  // decide about the next read after the handlers ran
+  bool batch_open_ = false;
+  bool writing_ = false;          // a write or transfer is in the kernel
+  bool abort_on_close_ = false;
+  bool connecting_ = false;
+  bool connect_timed_out_ = false;
+  std::size_t write_attempted_ = 0;
+  std::vector<ByteBuffer> write_views_;  // views over the gathered iovecs, reused
+  AdaptiveRecvBufferAllocator::Handle recv_;
+  std::optional<SocketAddress> local_;
+  std::optional<SocketAddress> remote_;
+  SocketAddress connect_to_;
+  ChannelPromise connect_promise_;
+  OperationHandle connect_op_;
+  OperationHandle connect_timer_;
+  std::shared_ptr<LoopSocketChannel> keep_alive_;  // set while active and open
+};
+
+class LoopServerSocketChannel final : public Channel {
+ public:
+  // Picks the loop of each accepted connection (a worker group's next()); default: this
+  // channel's loop. Called on this channel's loop thread.
+  using ChildLoopChooser = std::function<EventLoop&()>;
+
+  static std::shared_ptr<LoopServerSocketChannel> create(EventLoop& loop,
+                                                         ChildLoopChooser chooser = nullptr);
+  ~LoopServerSocketChannel() override;
+
+  EventLoop& event_loop() const noexcept { return *loop_; }
+  bool is_open() const noexcept override { return !closed_; }
+  bool is_active() const noexcept override { return fd_ >= 0 && bound_; }
+  // Known once the bind completed (a port 0 is resolved here).
+  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
+
+  // Opens the socket, applies `options` (SO_REUSEADDR defaults on), binds, listens with
+  // options.so_backlog and starts accepting (any thread). Each accepted connection is fired as
+  // channel_read with a std::shared_ptr<LoopSocketChannel> (not yet active, on its own loop)
+  // through this channel's pipeline; ServerBootstrap puts the acceptor there.
+  void bind(const SocketAddress& local, const ChannelOptions& options, ChannelPromise promise);
+
+  // Accepted connections that no handler took are closed.
+
+ protected:
+  void do_write(OutboundBuffer& out) override;
+  void do_close() noexcept override;
+  std::error_code do_shutdown_output() noexcept override { return {}; }
+  void do_read_begin() override;
+  bool accepts_outbound(const Message&) const noexcept override { return false; }
+  void on_unhandled_inbound_message(Message msg) override;
+
+ private:
+  struct Token {};
+
+ public:
+  LoopServerSocketChannel(Token, EventLoop& loop, ChildLoopChooser chooser);
+
+ private:
+  void on_accepted(std::error_code ec, int fd);
+
+  EventLoop* loop_;
+  ChildLoopChooser chooser_;
+  int fd_ = -1;
+  int family_ = 0;
+  bool bound_ = false;
+  bool closed_ = false;
+  bool accepting_ = false;
+  OperationHandle accept_op_;
+  std::optional<SocketAddress> local_;
+  std::shared_ptr<LoopServerSocketChannel> keep_alive_;
+};
+
+}  // namespace niox

@@ -1,0 +1,495 @@
+// The loop-backed socket transport end to end, on every backend.
+#include <niox/transport/bootstrap.hpp>
+#include <niox/transport/codec/header_body_decoder.hpp>
+#include <niox/transport/codec/length_field_based_frame_decoder.hpp>
+#include <niox/transport/codec/length_field_prepender.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include "../support/transport_sockets.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <thread>
+
+using namespace niox;
+using namespace niox::test;
+
+namespace {
+
+class SocketTransportTest : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+    fds_before_ = open_transport_test_fds();
+  }
+  void TearDown() override {
+    if (!IsSkipped()) {
+      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
+    }
+  }
+  int fds_before_ = 0;
+};
+
+std::vector<std::byte> bytes_of(const Message& m) {
+  const ByteBuffer* b = m.get_if<ByteBuffer>();
+  if (b == nullptr) return {};
+  auto s = b->bytes();
+  return {s.begin(), s.end()};
+}
+
+std::uint64_t checksum(std::span<const std::byte> d) { return fnv1a(d); }
+
+TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
+  ScratchDir dir;
+  std::vector<SocketAddress> where{InetSocketAddress::loopback_v4(0)};
+  if (ipv6_loopback_usable()) where.push_back(InetSocketAddress::loopback_v6(0));
+  where.push_back(UnixDomainSocketAddress((dir / "echo.sock").string()));
+  for (std::size_t w = 0; w < where.size(); ++w) {
+    TestServer s(options(), 2);
+    s.bootstrap().child_option(channel_option::tcp_nodelay, true).child_handler(init([](Channel& ch) {
+      ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
+    }));
+    SocketAddress addr = s.start(where[w]);
+    constexpr int kConnections = 12;
+    std::vector<std::thread> clients;
+    std::atomic<int> ok{0};
+    for (int i = 0; i < kConnections; ++i) {
+      clients.emplace_back([&, i] {
+        auto data = pseudo_random_bytes(200000 + static_cast<std::size_t>(i) * 1000, 7 + i + w * 100);
+        PeerSocket peer(addr);
+        auto back = peer.exchange(data, data.size());
+        if (back == data) ++ok;
+      });
+    }
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(ok.load(), kConnections) << where[w].to_string();
+    s.stop();
+  }
+}
+
+TEST_P(SocketTransportTest, BootstrapClientEchoesThroughItsPipeline) {
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup client_group(TestServer::group_options(options(), 1));
+  auto data = pseudo_random_bytes(300000, 99);
+  auto received = std::make_shared<std::vector<std::byte>>();
+  std::promise<void> all;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    ctx.write_and_flush(ByteBuffer::wrap(std::span<const std::byte>(data)));
+  };
+  h->on_read = [&, received](ChannelHandlerContext& ctx, Message m) {
+    auto b = bytes_of(m);
+    received->insert(received->end(), b.begin(), b.end());
+    if (received->size() == data.size()) {
+      ctx.close();
+      all.set_value();
+    }
+  };
+  Bootstrap b;
+  b.group(client_group).option(channel_option::tcp_nodelay, true).handler(init([h](Channel& ch) {
+    ch.pipeline().add_last("client", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  ASSERT_TRUE(f.channel());
+  auto done = all.get_future();
+  wait_for(done);
+  EXPECT_TRUE(*received == data);
+  await_for(f.channel()->close_future());
+  EXPECT_FALSE(f.channel()->is_open());
+
+  // A refused connection fails the future and leaves nothing open.
+  auto port = addr.inet().port();
+  server.stop();
+  auto refused = b.connect(InetSocketAddress::loopback_v4(port));
+  EXPECT_EQ(await_for(refused), std::errc::connection_refused);
+  client_group.shutdown_gracefully();
+}
+
+TEST_P(SocketTransportTest, LengthFieldAndHeaderBodyFramingEndToEnd) {
+  // Server: frames in (length-prefixed), each frame's bytes echoed back as one new frame.
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([](Channel& ch) {
+    ch.pipeline()
+        .add_last("prepender", std::make_shared<LengthFieldPrepender>(4))
+        .add_last("frames", std::make_shared<LengthFieldBasedFrameDecoder>(1 << 20, 0, 4, 0, 4))
+        .add_last("echo", std::make_shared<EchoHandler>());
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  // Client: writes bodies through a prepender, receives with a HeaderBodyDecoder that scatters
+  // each body into a buffer of its own.
+  std::vector<std::vector<std::byte>> bodies;
+  for (int i = 0; i < 40; ++i) bodies.push_back(pseudo_random_bytes(static_cast<std::size_t>(1 + i * 997), 500 + i));
+  std::mutex mu;
+  std::vector<std::vector<std::byte>> frames;
+  std::promise<void> all;
+  auto decoder = std::make_shared<HeaderBodyDecoder>(
+      4, 1 << 20,
+      [](const ByteBuffer& h) {
+        auto s = h.bytes();
+        return (std::size_t(std::to_integer<std::uint8_t>(s[0])) << 24) |
+               (std::size_t(std::to_integer<std::uint8_t>(s[1])) << 16) |
+               (std::size_t(std::to_integer<std::uint8_t>(s[2])) << 8) |
+               std::size_t(std::to_integer<std::uint8_t>(s[3]));
+      },
+      [](const ByteBuffer& h) {
+        auto s = h.bytes();
+        std::size_t len = (std::size_t(std::to_integer<std::uint8_t>(s[0])) << 24) |
+                          (std::size_t(std::to_integer<std::uint8_t>(s[1])) << 16) |
+                          (std::size_t(std::to_integer<std::uint8_t>(s[2])) << 8) |
+                          std::size_t(std::to_integer<std::uint8_t>(s[3]));
+        HeaderBodyDecoder::BodyTarget t;
+        t.length = len;
+        t.buffers.push_back(ByteBuffer::allocate(len));
+        return t;
+      });
+  auto sink = std::make_shared<LambdaHandler>();
+  sink->on_read = [&](ChannelHandlerContext& ctx, Message m) {
+    auto* hb = m.get_if<HeaderBodyMessage>();
+    ASSERT_NE(hb, nullptr);
+    std::vector<std::byte> body;
+    for (auto& b : hb->body) body.insert(body.end(), b.bytes().begin(), b.bytes().end());
+    std::lock_guard lock(mu);
+    frames.push_back(std::move(body));
+    if (frames.size() == bodies.size()) {
+      ctx.close();
+      all.set_value();
+    }
+  };
+  sink->on_active = [&](ChannelHandlerContext& ctx) {
+    for (auto& b : bodies) ctx.write(ByteBuffer::wrap(std::span<const std::byte>(b)));
+    ctx.flush();
+  };
+  EventLoopGroup client_group(TestServer::group_options(options(), 1));
+  Bootstrap b;
+  b.group(client_group).handler(init([&](Channel& ch) {
+    ch.pipeline()
+        .add_last("prepender", std::make_shared<LengthFieldPrepender>(4))
+        .add_last("decoder", decoder)
+        .add_last("sink", sink);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  auto fut = all.get_future();
+  wait_for(fut);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(frames.size(), bodies.size());
+  for (std::size_t i = 0; i < bodies.size(); ++i) EXPECT_TRUE(frames[i] == bodies[i]) << i;
+  await_for(f.channel()->close_future());
+  client_group.shutdown_gracefully();
+}
+
+TEST_P(SocketTransportTest, BackpressureFlipsWritabilityAndTheHardCapFailsWrites) {
+  struct State {
+    std::mutex mu;
+    std::vector<bool> flips;
+    std::size_t accepted_bytes = 0;
+    int failed_full = 0;
+    int other_failures = 0;
+    std::size_t max_pending = 0;
+  };
+  auto st = std::make_shared<State>();
+  std::promise<void> unwritable_then_full, writable_again;
+  static constexpr std::size_t kHard = 1 << 20;
+  static constexpr std::size_t kChunk = 16 * 1024;
+  TestServer server(options(), 1);
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&, st](ChannelHandlerContext& ctx) {
+    // Ignore writability on purpose until the hard cap refuses a write.
+    auto payload = ByteBuffer::allocate(kChunk);
+    for (int i = 0; i < 200; ++i) {
+      auto p = ctx.new_promise();
+      ChannelFuture(p).add_listener([st](const std::error_code& ec) {
+        std::lock_guard lock(st->mu);
+        if (ec == transport::Errc::outbound_buffer_full) ++st->failed_full;
+        else if (ec) ++st->other_failures;
+        else st->accepted_bytes += kChunk;
+      });
+      ctx.write_and_flush(payload.duplicate(), p);
+      std::lock_guard lock(st->mu);
+      st->max_pending = std::max(st->max_pending, ctx.channel().outbound_buffer().total_pending_bytes());
+    }
+    ctx.channel().executor().execute([&] { unwritable_then_full.set_value(); });
+  };
+  h->on_writability = [&, st](ChannelHandlerContext& ctx) {
+    bool w = ctx.channel().is_writable();
+    std::lock_guard lock(st->mu);
+    st->flips.push_back(w);
+    if (w) {
+      writable_again.set_value();
+      ctx.shutdown_output();  // FIN once what was accepted is out
+    }
+  };
+  server.bootstrap()
+      .child_option(channel_option::write_buffer_water_mark, WriteBufferWaterMark{64 * 1024, 256 * 1024})
+      .child_option(channel_option::write_buffer_hard_limit, kHard)
+      .child_option(channel_option::so_sndbuf, 16 * 1024)
+      .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  int small = 16 * 1024;
+  ::setsockopt(peer.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  auto f1 = unwritable_then_full.get_future();
+  wait_for(f1);
+  {
+    std::lock_guard lock(st->mu);
+    ASSERT_FALSE(st->flips.empty());
+    EXPECT_FALSE(st->flips.front());
+    EXPECT_LE(st->max_pending, kHard);
+  }
+  // Now drain: everything accepted arrives, writability comes back, the server closes.
+  auto got = peer.recv_to_eof();
+  auto f2 = writable_again.get_future();
+  wait_for(f2);
+  std::lock_guard lock(st->mu);
+  EXPECT_GT(st->failed_full, 0);
+  EXPECT_EQ(st->other_failures, 0);
+  EXPECT_EQ(st->accepted_bytes + static_cast<std::size_t>(st->failed_full) * kChunk, 200 * kChunk);
+  EXPECT_EQ(got.size(), st->accepted_bytes);
+  ASSERT_EQ(st->flips.size(), 2u);
+  EXPECT_TRUE(st->flips[1]);
+}
+
+TEST_P(SocketTransportTest, AutoReadOffPausesReadingUntilReadIsCalled) {
+  std::atomic<std::size_t> received{0};
+  std::atomic<bool> resume{false};
+  std::promise<std::shared_ptr<Channel>> child;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) { child.set_value(ctx.channel().shared_from_this()); };
+  h->on_read = [&](ChannelHandlerContext&, Message m) { received += m.readable_bytes(); };
+  h->on_read_complete = [&](ChannelHandlerContext& ctx) {
+    if (resume) ctx.read();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap()
+      .child_option(channel_option::auto_read, false)
+      .child_option(channel_option::so_rcvbuf, 32 * 1024)
+      .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto cf = child.get_future();
+  auto ch = wait_for(cf);
+  // The peer fills the kernel buffers and is then pushed back: nothing was read.
+  auto data = pseudo_random_bytes(16 << 20, 3);
+  std::size_t sent = 0;
+  for (;;) {
+    ssize_t n = ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      ASSERT_EQ(errno, EAGAIN);
+      break;
+    }
+    sent += static_cast<std::size_t>(n);
+    ASSERT_LT(sent, data.size()) << "the server read without being asked";
+  }
+  EXPECT_EQ(received.load(), 0u);
+  // read() resumes; the handler keeps asking after each batch.
+  resume = true;
+  ch->read();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (received.load() < sent && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(received.load(), sent);
+  await_for(ch->close());
+}
+
+TEST_P(SocketTransportTest, GracefulShutdownDeliversEverythingQueuedThenFin) {
+  auto data = pseudo_random_bytes(8 << 20, 11);
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    constexpr std::size_t piece = 100000;
+    for (std::size_t off = 0; off < data.size(); off += piece) {
+      ctx.write(ByteBuffer::wrap(std::span<const std::byte>(data).subspan(off, std::min(piece, data.size() - off))));
+    }
+    ctx.flush();
+    ctx.shutdown_output();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto got = peer.recv_to_eof();  // FIN after the last byte
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_EQ(checksum(got), checksum(data));
+  peer.close();  // the server sees EOF and closes its side
+}
+
+TEST_P(SocketTransportTest, PeerResetFailsEveryPendingWriteOnce) {
+  std::atomic<int> completions{0}, failures{0};
+  constexpr int kWrites = 400;
+  std::promise<void> queued, closed;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    auto payload = ByteBuffer::allocate(64 * 1024);
+    for (int i = 0; i < kWrites; ++i) {
+      ctx.write_and_flush(payload.duplicate()).add_listener([&](const std::error_code& ec) {
+        ++completions;
+        if (ec) ++failures;
+      });
+    }
+    ctx.channel().close_future().add_listener([&](const std::error_code&) { closed.set_value(); });
+    queued.set_value();
+  };
+  h->on_exception = [](ChannelHandlerContext&, std::exception_ptr) {};
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto q = queued.get_future();
+  wait_for(q);
+  linger l{1, 0};
+  ::setsockopt(peer.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  peer.close();  // RST
+  auto c = closed.get_future();
+  wait_for(c);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (completions.load() < kWrites && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(completions.load(), kWrites);  // each exactly once
+  EXPECT_GT(failures.load(), 0);
+}
+
+TEST_P(SocketTransportTest, AbortiveCloseSendsReset) {
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [](ChannelHandlerContext& ctx, Message) {
+    std::static_pointer_cast<LoopSocketChannel>(ctx.channel().shared_from_this())->close_abortively();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  peer.send_all("x");
+  try {
+    auto got = peer.recv_to_eof();
+    ADD_FAILURE() << "expected a reset, got EOF after " << got.size() << " bytes";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::connection_reset);
+  }
+}
+
+TEST_P(SocketTransportTest, HalfClosureFiresInputShutdownAndKeepsWriting) {
+  for (bool allow : {true, false}) {
+    std::atomic<bool> event{false};
+    auto h = std::make_shared<LambdaHandler>();
+    auto got = std::make_shared<std::string>();
+    h->on_read = [got](ChannelHandlerContext&, Message m) {
+      auto b = bytes_of(m);
+      got->append(reinterpret_cast<const char*>(b.data()), b.size());
+    };
+    h->on_event = [&, got](ChannelHandlerContext& ctx, std::any e) {
+      if (std::any_cast<ChannelInputShutdownEvent>(&e) == nullptr) return;
+      event = true;
+      EXPECT_TRUE(ctx.channel().is_input_shutdown());
+      auto reply = ByteBuffer::allocate(6 + got->size());
+      reply.put("reply:").put(*got).flip();
+      // Netty's idiom: close once the reply is out.
+      ctx.write_and_flush(std::move(reply)).add_listener(
+          [ch = ctx.channel().shared_from_this()](const std::error_code&) { ch->close(); });
+    };
+    TestServer server(options(), 1);
+    server.bootstrap()
+        .child_option(channel_option::allow_half_closure, allow)
+        .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+    SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+    PeerSocket peer(addr);
+    peer.send_all("ping");
+    ::shutdown(peer.fd(), SHUT_WR);
+    auto back = peer.recv_to_eof();
+    std::string s(reinterpret_cast<const char*>(back.data()), back.size());
+    if (allow) {
+      EXPECT_TRUE(event.load());
+      EXPECT_EQ(s, "reply:ping");
+    } else {
+      EXPECT_FALSE(event.load());
+      EXPECT_EQ(s, "");  // closed on EOF
+    }
+  }
+}
+
+TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
+  ScratchDir dir;
+  auto content = pseudo_random_bytes((1 << 20) + 123, 42);
+  std::string path = (dir / "region.bin").string();
+  {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    ::close(fd);
+  }
+  std::promise<std::error_code> too_long_result;
+  std::promise<std::error_code> region_result;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    auto file = FileHandle::open(path);
+    ctx.write(text("head"));
+    ctx.write(FileRegion(file, 0, content.size())).add_listener([&](const std::error_code& ec) {
+      region_result.set_value(ec);
+    });
+    ctx.write(FileRegion(file, 100, content.size())).add_listener([&](const std::error_code& ec) {
+      too_long_result.set_value(ec);
+    });
+    ctx.write(text("tail"));
+    ctx.flush();
+    ctx.shutdown_output();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto got = peer.recv_to_eof();
+  std::vector<std::byte> expect;
+  auto head = text_bytes("head");
+  auto tail = text_bytes("tail");
+  expect.insert(expect.end(), head.begin(), head.end());
+  expect.insert(expect.end(), content.begin(), content.end());
+  expect.insert(expect.end(), tail.begin(), tail.end());
+  EXPECT_EQ(got.size(), expect.size());
+  EXPECT_EQ(checksum(got), checksum(expect));
+  auto r = region_result.get_future();
+  EXPECT_FALSE(wait_for(r));
+  auto t = too_long_result.get_future();
+  EXPECT_EQ(wait_for(t), transport::Errc::file_region_truncated);
+  peer.close();
+}
+
+TEST_P(SocketTransportTest, CloseFromInsideACallbackAndTwiceIsSafe) {
+  std::promise<void> done;
+  std::atomic<int> close_completions{0};
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [&](ChannelHandlerContext& ctx, Message) {
+    auto pending = ctx.write(text("never flushed"));
+    ctx.close().add_listener([&](const std::error_code& ec) {
+      if (!ec) ++close_completions;
+    });
+    ctx.close().add_listener([&](const std::error_code& ec) {
+      if (!ec) ++close_completions;
+      done.set_value();
+    });
+    pending.add_listener([](const std::error_code& ec) { EXPECT_EQ(ec, transport::Errc::channel_closed); });
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  peer.send_all("x");
+  auto got = peer.recv_to_eof();
+  EXPECT_TRUE(got.empty());
+  auto d = done.get_future();
+  wait_for(d);
+  EXPECT_EQ(close_completions.load(), 2);
+}
+
+NIOX_INSTANTIATE_BACKENDS(SocketTransportTest);
+
+}  // namespace
