@@ -5,6 +5,7 @@
 #include "temp_tree.hpp"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -42,12 +43,15 @@ std::string http_exchange(std::uint16_t port, const std::string& request) {
     std::size_t sent = 0;
     while (sent < request.size()) {
       ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       sent += static_cast<std::size_t>(n);
     }
     char buf[65536];
     ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+    }
   }
   ::close(fd);
   return out;

@@ -7,6 +7,7 @@
 #include "xxhash64.hpp"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -63,6 +64,7 @@ int connect_to(std::uint16_t port) {
 bool send_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -158,11 +160,15 @@ TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
   char reply[xfer::reply_size];
   std::size_t got = 0;
   ssize_t n;
-  while (got < sizeof reply && (n = ::recv(fd, reply + got, sizeof reply - got, 0)) > 0) {
+  while (got < sizeof reply) {
+    n = ::recv(fd, reply + got, sizeof reply - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     got += static_cast<std::size_t>(n);
   }
+  int recv_errno = errno;
   ::close(fd);
-  ASSERT_EQ(got, sizeof reply);
+  ASSERT_EQ(got, sizeof reply) << "errno " << recv_errno << "; receiver: " << receiver_->read_stderr();
   xfer::TransferStatus status{};
   EXPECT_FALSE(xfer::decode_reply(std::as_bytes(std::span(reply)), status));
   EXPECT_EQ(status, xfer::TransferStatus::checksum_mismatch);
