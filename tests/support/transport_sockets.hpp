@@ -119,7 +119,16 @@ class PeerSocket {
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_storage ss{};
     socklen_t len = to.to_native(ss);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len);
+    if (rc != 0 && errno == EINTR) {
+      // The connection goes on in the background: wait for it.
+      pollfd p{fd_, POLLOUT, 0};
+      int err = 0;
+      socklen_t el = sizeof err;
+      rc = (::poll(&p, 1, 20000) == 1 && ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) ? 0 : -1;
+      if (rc != 0 && err != 0) errno = err;
+    }
+    if (rc != 0) {
       int e = errno;
       ::close(fd_);
       throw std::system_error(e, std::system_category(), "connect");
