@@ -317,6 +317,43 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
     return;
   }
   in_read_handler_ = true;
+  bool more = handle_read_result(ec, n, std::move(buf));
+  // A read that filled its buffer probably left more behind. The loop's read would wait for
+  // the next bytes, and the batch (and the flush a handler does in channel_read_complete)
+  // with it; so the rest of the batch is read here without waiting, until EAGAIN (Netty's
+  // read loop).
+  while (more && recv_.continue_reading()) {
+    ByteBuffer b = recv_.allocate();
+    recv_.attempted_bytes_read(b.remaining());
+    auto dst = b.writable_bytes();
+    ssize_t k = ::recv(fd_, dst.data(), dst.size(), MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      recv_.last_bytes_read(0);
+      break;
+    }
+    std::error_code e = k < 0 ? last_error() : std::error_code();
+    if (k > 0) {
+      b.position(b.position() + static_cast<std::size_t>(k));
+    }
+    more = handle_read_result(e, k > 0 ? static_cast<std::size_t>(k) : 0, std::move(b));
+  }
+  if (!more) {
+    return;  // closed or end of stream: already handled
+  }
+  end_read_batch();
+  in_read_handler_ = false;
+  if (fd_ < 0 || is_input_shutdown()) {
+    return;
+  }
+  if (should_keep_reading()) {
+    do_read_begin();
+  }
+}
+
+bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf) {
   if (ec) {
     end_read_batch();
     in_read_handler_ = false;
@@ -324,32 +361,24 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
       pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "read")));
       close_for_transport();
     }
-    return;
+    return false;
   }
   if (n == 0) {
     recv_.last_bytes_read(-1);
     end_read_batch();
     in_read_handler_ = false;
     notify_input_shutdown();
-    return;
+    return false;
   }
   recv_.last_bytes_read(static_cast<ssize_t>(n));
   recv_.increment_messages_read();
   buf.flip();
   notify_read(std::move(buf));
-  bool more = fd_ >= 0 && recv_.continue_reading();
-  if (!more) {
-    end_read_batch();
+  if (fd_ < 0) {
+    in_read_handler_ = false;
+    return false;
   }
-  in_read_handler_ = false;
-  if (fd_ < 0 || is_input_shutdown()) {
-    return;
-  }
-  if (more) {
-    start_read();
-  } else if (should_keep_reading()) {
-    do_read_begin();
-  }
+  return true;
 }
 
 // ---- Writing ------------------------------------------------------------------------------

@@ -7,8 +7,9 @@
 //
 // Reading: one receive buffer at a time is in the kernel, sized by the channel's
 // AdaptiveRecvBufferAllocator handle. Each filled buffer is fired as channel_read (the buffer
-// then belongs to the pipeline); a batch ends when a read did not fill its buffer (or after
-// max_messages_per_read) and fires channel_read_complete. With AUTO_READ off no new read is
+// then belongs to the pipeline). When a read filled its buffer, the batch goes on with
+// non-blocking reads on the loop thread until EAGAIN (or max_messages_per_read); then
+// channel_read_complete fires — never does a batch wait for bytes that have not arrived. With AUTO_READ off no new read is
 // started after a batch until read() is called, so the kernel buffers fill and the peer is
 // pushed back.
 //
@@ -103,6 +104,8 @@ class LoopSocketChannel final : public Channel {
   void become_active();
   void start_read();
   void on_read(std::error_code ec, std::size_t n, ByteBuffer buf);
+  // Fires one read's outcome; false when the batch must stop (EOF, error, closed).
+  bool handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf);
   void end_read_batch();
   void on_written(std::error_code ec, std::size_t n);
   void on_file_written(std::error_code ec, std::size_t n);
