@@ -7,6 +7,7 @@
 #include "loop/backend.hpp"
 #include "loop/loop_core.hpp"
 
+#include <deque>
 #include <vector>
 
 #include <sys/epoll.h>
@@ -50,7 +51,9 @@ class EpollBackend final : public Backend {
   LoopCore& core_;
   int ep_;
   std::vector<epoll_event> events_;
-  std::vector<Fd> fds_;
+  // A deque: growing it for a higher descriptor must not move the entries, whose operation
+  // lists the pending operations point into.
+  std::deque<Fd> fds_;
   OpList ready_;
   int internal_[3] = {-1, -1, -1};
 };

@@ -1,0 +1,263 @@
+// niox-file-server: HTTP/1.1 static files over the niox transport. See --help.
+//
+// The protocol is all in HttpServerConnection (bytes in, planned responses out); this file only
+// moves bytes: each planned response leaves as its head and small body (one gathering write with
+// everything else flushed at the same time) and, for large files, a FileRegion (sendfile).
+#include "file_server_options.hpp"
+#include "http_server_connection.hpp"
+#include "open_file_cache.hpp"
+
+#include <niox/loop/event_loop_group.hpp>
+#include <niox/transport/bootstrap.hpp>
+#include <niox/transport/file_region.hpp>
+
+#include <csignal>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace niox;
+using namespace niox::http;
+
+// One per connection, on its loop. Input that on_read left unconsumed (a request cut by the end
+// of a read, or requests beyond the response queue's bound) waits in pending_.
+class HttpServerHandler final : public ChannelHandler {
+ public:
+  HttpServerHandler(const StaticFileResponder& responder, HttpDecoderConfig decoder,
+                    OpenFileCache* cache)
+      : conn_(responder, decoder, 32, cache) {}
+
+  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    auto* in = msg.get_if<ByteBuffer>();
+    if (in == nullptr || closing_) {
+      return;
+    }
+    auto bytes = in->bytes();
+    pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    serve(ctx);
+  }
+
+  void channel_read_complete(ChannelHandlerContext& ctx) override {
+    // A client that pipelines without reading our answers is pushed back: no more reads until
+    // the outbound buffer drained below its low water mark.
+    if (!closing_ && !ctx.channel().is_writable()) {
+      ctx.channel().config().set_auto_read(false);
+    }
+  }
+
+  void channel_writability_changed(ChannelHandlerContext& ctx) override {
+    if (!closing_ && ctx.channel().is_writable()) {
+      serve(ctx);
+      if (!closing_) {
+        ctx.channel().config().set_auto_read(true);
+      }
+    }
+    ctx.fire_channel_writability_changed();
+  }
+
+  void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+    if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
+      conn_.on_end_of_input();
+      close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()));
+      return;
+    }
+    ctx.fire_user_event_triggered(std::move(event));
+  }
+
+  void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
+
+ private:
+  void serve(ChannelHandlerContext& ctx) {
+    ChannelFuture last;
+    bool wrote = false;
+    while (!closing_ && !pending_.empty() && ctx.channel().is_writable()) {
+      auto in = ByteBuffer::wrap(std::string_view(pending_));
+      conn_.on_read(in, queue_);
+      pending_.erase(0, in.position());
+      if (queue_.empty()) {
+        break;  // an incomplete request: wait for more input
+      }
+      for (auto& r : queue_) {
+        if (r.head.has_remaining()) {
+          last = ctx.write(std::move(r.head));
+        }
+        if (r.body.has_remaining()) {
+          last = ctx.write(std::move(r.body));
+        }
+        if (r.has_file_region()) {
+          last = ctx.write(FileRegion(FileHandle::adopt(r.file.release()), r.file_offset,
+                                      r.file_count));
+        }
+      }
+      queue_.clear();
+      wrote = true;
+      // Flushing once per batch lets every head and small body of a pipelined batch leave in
+      // one gathering write.
+      ctx.flush();
+      if (conn_.is_closing()) {
+        close_after_flush(ctx, last);
+      }
+    }
+    (void)wrote;
+  }
+
+  void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last) {
+    closing_ = true;
+    pending_.clear();
+    std::weak_ptr<Channel> ch = ctx.channel().shared_from_this();
+    last.add_listener([ch](std::error_code) {
+      if (auto c = ch.lock()) {
+        c->close();
+      }
+    });
+  }
+
+  HttpServerConnection conn_;
+  std::vector<HttpResponse> queue_;
+  std::string pending_;
+  bool closing_ = false;
+};
+
+// Where the built-in site is: next to an installed program (PREFIX/bin → PREFIX/share/niox/site),
+// at the configured install location, or in the source tree when run from a build directory.
+std::string find_builtin_site() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "niox" / "site");
+  }
+#ifdef NIOX_FILE_SERVER_INSTALLED_SITE_DIR
+  candidates.emplace_back(NIOX_FILE_SERVER_INSTALLED_SITE_DIR);
+#endif
+  candidates.emplace_back(NIOX_FILE_SERVER_SITE_DIR);
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c / "index.html", ec)) {
+      return c.string();
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::string error;
+  auto parsed = parse_file_server_args(args, error);
+  if (!parsed) {
+    std::cerr << "niox-file-server: " << error << "\n\n" << file_server_usage();
+    return 2;
+  }
+  const auto& o = *parsed;
+  if (o.help) {
+    std::cout << file_server_usage();
+    return 0;
+  }
+  BackendKind backend = BackendKind::automatic;
+  if (o.backend == "io_uring") {
+    backend = BackendKind::io_uring;
+  } else if (o.backend == "epoll") {
+    backend = BackendKind::epoll;
+  }
+  if (backend != BackendKind::automatic && !EventLoop::backend_available(backend)) {
+    std::cerr << "niox-file-server: the " << to_string(backend)
+              << " backend is not available on this machine\n";
+    return 1;
+  }
+  std::string root_dir = o.root;
+  if (root_dir.empty()) {
+    root_dir = find_builtin_site();
+    if (root_dir.empty()) {
+      std::cerr << "niox-file-server: the built-in site is not installed; give --root DIR\n";
+      return 1;
+    }
+  }
+  std::error_code ec;
+  FileRoot root(root_dir, FileRoot::Resolver::auto_detect, ec);
+  if (ec) {
+    std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << ec.message() << "\n";
+    return 1;
+  }
+  SocketAddress where;
+  try {
+    where = InetSocketAddress(o.bind, o.port);
+  } catch (const std::exception& e) {
+    std::cerr << "niox-file-server: bad --bind address '" << o.bind << "': " << e.what() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by sigwait below; block them before any loop thread exists.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    StaticFileResponder responder(root);
+    HttpDecoderConfig decoder;
+    decoder.max_header_bytes = o.max_header_bytes;
+
+    EventLoopGroup::Options boss_options;
+    boss_options.threads = 1;
+    boss_options.loop.backend = backend;
+    EventLoopGroup::Options worker_options;
+    worker_options.threads = o.threads;
+    worker_options.loop.backend = backend;
+    EventLoopGroup boss(boss_options);
+    EventLoopGroup workers(worker_options);
+
+    // One cache per loop, used only on that loop's thread; the map is read-only from here on.
+    std::vector<std::unique_ptr<OpenFileCache>> caches;
+    std::unordered_map<const EventLoop*, OpenFileCache*> cache_of;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      caches.push_back(std::make_unique<OpenFileCache>());
+      cache_of[&workers.loop(i)] = caches.back().get();
+    }
+
+    ServerBootstrap b;
+    b.group(boss, workers)
+        .option(channel_option::so_backlog, 1024)
+        .child_option(channel_option::tcp_nodelay, true)
+        .child_option(channel_option::allow_half_closure, true)
+        .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
+          auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
+          auto it = cache_of.find(&loop);
+          ch.pipeline().add_last("http", std::make_shared<HttpServerHandler>(
+                                             responder, decoder,
+                                             it == cache_of.end() ? nullptr : it->second));
+        }));
+    auto bound = b.bind(where);
+    if (auto bind_ec = bound.await()) {
+      std::cerr << "niox-file-server: cannot listen on " << where.to_string() << ": "
+                << bind_ec.message() << "\n";
+      return 1;
+    }
+    auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
+    std::cout << "niox-file-server listening on " << server->local_address()->to_string()
+              << " serving " << root_dir << " (backend " << to_string(workers.loop(0).backend())
+              << ", " << workers.size() << " threads)" << std::endl;
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    await_future(server->close());
+    workers.shutdown_gracefully();
+    boss.shutdown_gracefully();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "niox-file-server: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,384 @@
+// niox-transfer: one file over TCP, verified end to end. See --help.
+//
+//   niox-transfer recv --port P --out PATH     accepts one transfer, stores it, exits
+//   niox-transfer send FILE --to HOST:PORT     sends FILE, exits once the receiver verified it
+//
+// Zero-copy at both ends, all on one niox EventLoop: the sender's body leaves by
+// EventLoop::transfer_to (sendfile); the receiver splices socket → pipe → file at the body's
+// offset, so no body byte is copied through user space. The protocol (header, checksum, naming
+// the file only once verified) is TransferReceiver's and prepare_send()'s.
+//
+// Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
+// 2 usage error.
+#include "progress_reporter.hpp"
+#include "transfer_options.hpp"
+#include "transfer_protocol.hpp"
+#include "transfer_session.hpp"
+
+#include <niox/channels/socket_address.hpp>
+#include <niox/loop/event_loop.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace niox;
+using namespace niox::transfer;
+
+constexpr std::size_t chunk = 1 << 20;  // per transfer_to/splice: progress granularity
+
+[[noreturn]] void die(const std::string& what, int status = 1) {
+  std::cerr << "niox-transfer: " << what << "\n";
+  std::exit(status);
+}
+
+BackendKind backend_of(const std::string& name) {
+  if (name == "io_uring") return BackendKind::io_uring;
+  if (name == "epoll") return BackendKind::epoll;
+  return BackendKind::automatic;
+}
+
+EventLoop::Options loop_options(const std::string& backend) {
+  EventLoop::Options o;
+  o.backend = backend_of(backend);
+  if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
+    die("the " + backend + " backend is not available on this machine");
+  }
+  return o;
+}
+
+std::vector<SocketAddress> resolve(const HostPort& hp) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res); rc != 0) {
+    die("cannot resolve '" + hp.host + "': " + ::gai_strerror(rc));
+  }
+  std::vector<SocketAddress> out;
+  for (auto* a = res; a != nullptr; a = a->ai_next) {
+    out.push_back(SocketAddress::from_sockaddr(a->ai_addr, a->ai_addrlen));
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// ---- send -------------------------------------------------------------------------------
+
+class Sender {
+ public:
+  Sender(EventLoop& loop, SendPlan plan, SocketAddress to)
+      : loop_(loop), plan_(std::move(plan)), to_(std::move(to)), progress_(plan_.size) {}
+
+  int run() {
+    fd_ = ::socket(to_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+      return fail(std::error_code(errno, std::system_category()), "socket");
+    }
+    loop_.connect(fd_, to_, [this](std::error_code ec) {
+      if (ec) {
+        finish(fail(ec, "cannot connect to " + to_.to_string()));
+        return;
+      }
+      loop_.write(fd_, std::move(plan_.header_bytes), [this](std::error_code ec, std::size_t, ByteBuffer) {
+        if (ec) {
+          finish(fail(ec, "sending the header"));
+          return;
+        }
+        send_body();
+      });
+    });
+    loop_.run();
+    loop_.close(fd_);
+    return status_;
+  }
+
+ private:
+  void send_body() {
+    if (sent_ == plan_.size) {
+      progress_.finish();
+      await_reply();
+      return;
+    }
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, plan_.size - sent_));
+    loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_,
+                      [this](std::error_code ec, std::size_t done) {
+                        sent_ += done;
+                        if (ec) {
+                          finish(fail(ec, "sending the body"));
+                          return;
+                        }
+                        progress_.update(sent_);
+                        send_body();
+                      });
+  }
+
+  void await_reply() {
+    auto buf = ByteBuffer::allocate(reply_size);
+    if (reply_.has_remaining()) {
+      buf = std::move(reply_);
+    }
+    loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      if (ec) {
+        finish(fail(ec, "waiting for the receiver's verdict"));
+        return;
+      }
+      if (n > 0 && b.has_remaining()) {
+        reply_ = std::move(b);
+        await_reply();
+        return;
+      }
+      b.flip();
+      if (auto verdict = check_reply(b.bytes())) {
+        finish(fail(verdict, "the receiver did not store the file"));
+        return;
+      }
+      finish(0);
+    });
+  }
+
+  int fail(std::error_code ec, const std::string& what) {
+    progress_.abandon();
+    std::cerr << "niox-transfer: " << what << ": " << ec.message() << "\n";
+    return 1;
+  }
+
+  void finish(int status) {
+    status_ = status;
+    loop_.stop();
+  }
+
+  EventLoop& loop_;
+  SendPlan plan_;
+  SocketAddress to_;
+  ProgressReporter progress_;
+  int fd_ = -1;
+  std::uint64_t sent_ = 0;
+  ByteBuffer reply_;
+  int status_ = 1;
+};
+
+int run_send(const TransferOptions& o) {
+  std::error_code ec;
+  auto plan = prepare_send(o.file, ec);
+  if (ec) {
+    die("cannot send '" + o.file + "': " + ec.message());
+  }
+  auto addresses = resolve(o.to);
+  EventLoop loop(loop_options(o.backend));
+  int status = 1;
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    // Only the first address is tried: a sender that retried could send twice.
+    Sender s(loop, std::move(plan), addresses[i]);
+    status = s.run();
+    break;
+  }
+  return status;
+}
+
+// ---- recv -------------------------------------------------------------------------------
+
+class Receiver {
+ public:
+  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx)
+      : loop_(loop), listen_fd_(listen_fd), rx_(rx) {}
+
+  int run() {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+      die("pipe2: " + std::error_code(errno, std::system_category()).message());
+    }
+    pipe_r_ = p[0];
+    pipe_w_ = p[1];
+    loop_.accept(listen_fd_, [this](std::error_code ec, int fd) {
+      if (ec) {
+        finish(fail(ec, "accept"));
+        return;
+      }
+      fd_ = fd;
+      read_header();
+    });
+    loop_.run();
+    if (fd_ >= 0) loop_.close(fd_);
+    loop_.close(pipe_r_);
+    loop_.close(pipe_w_);
+    return status_;
+  }
+
+ private:
+  void read_header() {
+    loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      if (ec || n == 0) {
+        rx_.abort();
+        finish(fail(ec ? ec : make_error_code(TransferErrc::truncated), "reading the header"));
+        return;
+      }
+      b.flip();
+      if (auto e = rx_.on_header_bytes(b)) {
+        refuse(TransferStatus::refused, e, "refused the header");
+        return;
+      }
+      if (rx_.phase() == TransferReceiver::Phase::header) {
+        read_header();
+        return;
+      }
+      progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
+      if (auto e = rx_.on_body_bytes(b)) {
+        refuse(TransferStatus::write_failed, e, "writing the file");
+        return;
+      }
+      receive_body();
+    });
+  }
+
+  // socket → pipe, then pipe → file at the body offset, until the body is complete.
+  void receive_body() {
+    progress_->update(rx_.body_offset());
+    if (rx_.body_remaining() == 0) {
+      verify();
+      return;
+    }
+    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
+    loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
+      if (ec || n == 0) {
+        // The sender went away (or the stream broke) before the whole body arrived.
+        rx_.abort();
+        finish(fail(ec ? ec : make_error_code(TransferErrc::truncated),
+                    "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
+                        std::to_string(rx_.header().size) + " bytes"));
+        return;
+      }
+      drain_pipe(n);
+    });
+  }
+
+  void drain_pipe(std::size_t left) {
+    loop_.splice(pipe_r_, -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
+                 [this, left](std::error_code ec, std::size_t n) {
+                   if (ec || n == 0) {
+                     refuse(TransferStatus::write_failed,
+                            ec ? ec : std::make_error_code(std::errc::io_error), "writing the file");
+                     return;
+                   }
+                   rx_.on_body_spliced(n);
+                   if (n < left) {
+                     drain_pipe(left - n);
+                   } else {
+                     receive_body();
+                   }
+                 });
+  }
+
+  void verify() {
+    progress_->finish();
+    std::error_code ec;
+    TransferStatus status = rx_.finish(ec);
+    reply(status, [this, ec, status] {
+      if (status != TransferStatus::ok) {
+        finish(fail(ec, "the file was not stored"));
+      } else {
+        std::cerr << "niox-transfer: received " << rx_.path() << " (" << rx_.header().size
+                  << " bytes, checksum verified)\n";
+        finish(0);
+      }
+    });
+  }
+
+  // Tells the sender why, removes whatever was written, and fails.
+  void refuse(TransferStatus status, std::error_code ec, const std::string& what) {
+    rx_.abort();
+    reply(status, [this, ec, what] { finish(fail(ec, what)); });
+  }
+
+  template <class F>
+  void reply(TransferStatus status, F then) {
+    loop_.write(fd_, encode_reply(status), [then](std::error_code, std::size_t, ByteBuffer) { then(); });
+  }
+
+  int fail(std::error_code ec, const std::string& what) {
+    if (progress_) progress_->abandon();
+    std::cerr << "niox-transfer: " << what << (ec ? ": " + ec.message() : std::string()) << "\n";
+    return 1;
+  }
+
+  void finish(int status) {
+    status_ = status;
+    loop_.stop();
+  }
+
+  EventLoop& loop_;
+  int listen_fd_;
+  TransferReceiver& rx_;
+  std::unique_ptr<ProgressReporter> progress_;
+  int fd_ = -1;
+  int pipe_r_ = -1;
+  int pipe_w_ = -1;
+  int status_ = 1;
+};
+
+int run_recv(const TransferOptions& o) {
+  SocketAddress where;
+  try {
+    where = InetSocketAddress(o.bind, o.port);
+  } catch (const std::exception& e) {
+    die("bad --bind address '" + o.bind + "': " + e.what(), 2);
+  }
+  sockaddr_storage native{};
+  socklen_t native_len = where.to_native(native);
+  int lfd = ::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 || ::listen(lfd, 4) != 0) {
+    die("cannot listen on " + where.to_string() + ": " +
+        std::error_code(errno, std::system_category()).message());
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&ss), &len);
+  auto bound = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+
+  TransferLimits limits;
+  limits.max_file_size = o.max_size;
+  TransferReceiver rx(o.out, limits);
+  EventLoop loop(loop_options(o.backend));
+  std::cout << "niox-transfer listening on " << bound.to_string() << std::endl;
+  Receiver r(loop, lfd, rx);
+  int status = r.run();
+  loop.close(lfd);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::string error;
+  auto parsed = parse_transfer_args(args, error);
+  if (!parsed) {
+    std::cerr << "niox-transfer: " << error << "\n\n" << transfer_usage();
+    return 2;
+  }
+  if (parsed->help) {
+    std::cout << transfer_usage();
+    return 0;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  // Past RLIMIT_FSIZE a write must fail with EFBIG (and the transfer be refused), not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
+  try {
+    return parsed->mode == TransferOptions::Mode::send ? run_send(*parsed) : run_recv(*parsed);
+  } catch (const std::exception& e) {
+    std::cerr << "niox-transfer: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,213 @@
+// End to end: the real niox-transfer program at both ends (or a hand-made sender that breaks the
+// rules), on each backend, over loopback.
+#include "support/backends.hpp"
+#include "support/child_process.hpp"
+#include "temp_dir.hpp"
+#include "transfer_protocol.hpp"
+#include "xxhash64.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <span>
+#include <string>
+#include <thread>
+
+namespace {
+
+using niox::BackendKind;
+using niox::test::ChildProcess;
+using niox::transfer::testing::TempDir;
+namespace xfer = niox::transfer;
+
+struct Case {
+  BackendKind kind;
+  const char* name;
+  friend std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+};
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+// A connected loopback client socket (blocking, 5 s timeouts), or -1.
+int connect_to(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string header_for(const std::string& name, const std::string& body, std::uint64_t checksum) {
+  xfer::TransferHeader h;
+  h.name = name;
+  h.size = body.size();
+  h.checksum = checksum;
+  auto b = xfer::encode_header(h);
+  auto bytes = b.bytes();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+class TransferProgramTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (auto why = niox::test::backend_skip_reason(GetParam().kind)) GTEST_SKIP() << *why;
+    receiver_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out", out_.str(),
+        "--backend", std::string(niox::to_string(GetParam().kind))});
+    auto line = receiver_->read_line();
+    ASSERT_TRUE(line) << "no start-up line; stderr: " << receiver_->read_stderr();
+    auto colon = line->find("127.0.0.1:");
+    ASSERT_NE(colon, std::string::npos) << *line;
+    port_ = static_cast<std::uint16_t>(std::stoi(line->substr(colon + 10)));
+  }
+
+  std::unique_ptr<ChildProcess> sender(const std::string& file) {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        NIOX_TRANSFER_PROGRAM, "send", file, "--to", "127.0.0.1:" + std::to_string(port_),
+        "--backend", std::string(niox::to_string(GetParam().kind))});
+  }
+
+  TempDir in_;
+  TempDir out_;
+  std::unique_ptr<ChildProcess> receiver_;
+  std::uint16_t port_ = 0;
+};
+
+TEST_P(TransferProgramTest, VerifiedTransfer) {
+  auto body = pattern(5 * 1024 * 1024 + 123, 1);
+  in_.write("data.bin", body);
+  auto s = sender(in_ / "data.bin");
+  EXPECT_EQ(s->wait(), 0) << s->read_stderr();
+  EXPECT_EQ(receiver_->wait(), 0) << receiver_->read_stderr();
+  ASSERT_EQ(out_.list(), std::vector<std::string>{"data.bin"});
+  EXPECT_TRUE(out_.read("data.bin") == body);
+}
+
+TEST_P(TransferProgramTest, SenderGoneMidBodyLeavesNothing) {
+  auto body = pattern(4 * 1024 * 1024, 2);
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  // A sender that dies after half the body: its socket closes, the receiver sees EOF early.
+  EXPECT_TRUE(send_all(fd, header_for("half.bin", body, niox::transfer::xxh64(body)) +
+                               body.substr(0, body.size() / 2)));
+  ::close(fd);
+  EXPECT_EQ(receiver_->wait(), 1);
+  EXPECT_NE(receiver_->read_stderr().find("stopped after"), std::string::npos);
+  EXPECT_TRUE(out_.list().empty());
+}
+
+TEST_P(TransferProgramTest, RealSenderKilledMidBodyLeavesNothing) {
+  auto body = pattern(64 * 1024 * 1024, 3);
+  in_.write("big.bin", body);
+  auto s = sender(in_ / "big.bin");
+  // Killed at some point of its life (before, during or just after the body): whenever it is,
+  // the receiver must not keep a file it could not verify, nor report success for it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  s->signal(SIGKILL);
+  s->wait();
+  auto rc = receiver_->wait();
+  ASSERT_TRUE(rc);
+  if (*rc == 0) {
+    // The whole file got through and was verified before the kill.
+    ASSERT_EQ(out_.list(), std::vector<std::string>{"big.bin"});
+    EXPECT_TRUE(out_.read("big.bin") == body);
+  } else {
+    EXPECT_TRUE(out_.list().empty());
+  }
+}
+
+TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
+  auto body = pattern(2 * 1024 * 1024, 4);
+  auto checksum = niox::transfer::xxh64(body);
+  body[body.size() / 3] ^= 0x10;
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(send_all(fd, header_for("flip.bin", body, checksum) + body));
+  char reply[xfer::reply_size];
+  std::size_t got = 0;
+  ssize_t n;
+  while (got < sizeof reply) {
+    n = ::recv(fd, reply + got, sizeof reply - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  int recv_errno = errno;
+  ::close(fd);
+  ASSERT_EQ(got, sizeof reply) << "errno " << recv_errno << "; receiver: " << receiver_->read_stderr();
+  xfer::TransferStatus status{};
+  EXPECT_FALSE(xfer::decode_reply(std::as_bytes(std::span(reply)), status));
+  EXPECT_EQ(status, xfer::TransferStatus::checksum_mismatch);
+  EXPECT_EQ(receiver_->wait(), 1);
+  EXPECT_TRUE(out_.list().empty());
+}
+
+TEST_P(TransferProgramTest, StreamThatIsNotATransferIsRefused) {
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, 'x')));
+  EXPECT_EQ(receiver_->wait(), 1);
+  ::close(fd);
+  EXPECT_TRUE(out_.list().empty());
+}
+
+TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
+  // RLIMIT_FSIZE stands in for a full disk: the receiver's writes past 1 MiB fail with EFBIG.
+  rlimit lim{1 << 20, 1 << 20};
+  ASSERT_EQ(::prlimit(receiver_->pid(), RLIMIT_FSIZE, &lim, nullptr), 0);
+  in_.write("large.bin", pattern(3 * 1024 * 1024, 5));
+  auto s = sender(in_ / "large.bin");
+  EXPECT_EQ(s->wait(), 1);
+  EXPECT_NE(s->read_stderr().find("did not store"), std::string::npos);
+  EXPECT_EQ(receiver_->wait(), 1);
+  EXPECT_TRUE(out_.list().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TransferProgramTest,
+                         ::testing::Values(Case{BackendKind::io_uring, "io_uring"},
+                                           Case{BackendKind::epoll, "epoll"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TransferProgram, UsageErrorExitsWith2) {
+  ChildProcess bad({NIOX_TRANSFER_PROGRAM, "fly"});
+  EXPECT_EQ(bad.wait(), 2);
+  ChildProcess missing({NIOX_TRANSFER_PROGRAM, "send", "/nonexistent-file-for-test", "--to",
+                        "127.0.0.1:9"});
+  EXPECT_EQ(missing.wait(), 1);
+}
+
+}  // namespace
