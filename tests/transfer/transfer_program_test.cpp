@@ -192,7 +192,12 @@ TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
   in_.write("large.bin", pattern(3 * 1024 * 1024, 5));
   auto s = sender(in_ / "large.bin");
   EXPECT_EQ(s->wait(), 1);
-  EXPECT_NE(s->read_stderr().find("did not store"), std::string::npos);
+  // The receiver answers with its verdict and closes while the sender may still be sending: the
+  // sender then reports either the verdict or the reset that cut its send short. Both are clear.
+  auto err = s->read_stderr();
+  EXPECT_TRUE(err.find("did not store") != std::string::npos ||
+              err.find("sending the body") != std::string::npos)
+      << err;
   EXPECT_EQ(receiver_->wait(), 1);
   EXPECT_TRUE(out_.list().empty());
 }
