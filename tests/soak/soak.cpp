@@ -4,7 +4,11 @@
 // an echo came back wrong, or a connection that should have succeeded failed.
 //
 //   niox_soak [--connections 10000] [--concurrency 1000] [--seconds 60] [--threads 2]
-//             [--max-bytes 65536] [--seed 1]
+//             [--max-bytes 65536] [--seed 1] [--report 10]
+//
+// Every --report seconds it prints the connections so far, RSS and open descriptors, so a
+// long run shows whether memory levels off (pools and allocator caches warm up) or keeps
+// growing.
 //
 // The server's backend follows NIOX_BACKEND (io_uring|epoll|auto). The clients are plain
 // non-blocking sockets on their own epoll set in the main thread, independent of niox.
@@ -116,7 +120,7 @@ struct Stats {
 
 int main(int argc, char** argv) {
   std::uint64_t connections = 10000, concurrency = 1000, seed = 1;
-  double seconds = 60;
+  double seconds = 60, report = 10;
   std::size_t threads = 2, max_bytes = 65536;
   for (int i = 1; i < argc; ++i) {
     std::string_view k = argv[i];
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::strtoul(v, nullptr, 10);
     else if (k == "--max-bytes") max_bytes = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));
     else if (k == "--seed") seed = std::strtoull(v, nullptr, 10);
+    else if (k == "--report") report = std::strtod(v, nullptr);
     else {
       std::fprintf(stderr, "niox_soak: unknown option %s\n", argv[i - 1]);
       return 2;
@@ -291,8 +296,17 @@ int main(int argc, char** argv) {
       }
     };
 
+    auto t0 = Clock::now();
+    auto next_report = Clock::time_point::max();
     auto run_until_idle = [&](Clock::time_point limit, std::uint64_t want_started) {
       while (Clock::now() < limit) {
+        if (Clock::now() >= next_report) {
+          std::printf("  %6.1f s: %llu connections, %zu open, RSS %ld KiB, descriptors %d\n",
+                      std::chrono::duration<double>(Clock::now() - t0).count(),
+                      static_cast<unsigned long long>(st.started), live.size(), rss_kib(), open_fds());
+          std::fflush(stdout);
+          next_report += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
+        }
         while (live.size() < concurrency && st.started < want_started && Clock::now() < limit) {
           if (!start_one()) break;
         }
@@ -311,6 +325,10 @@ int main(int argc, char** argv) {
     ::usleep(200000);
     fds_before = open_fds();
     rss_before = rss_kib();
+    t0 = Clock::now();
+    if (report > 0) {
+      next_report = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
+    }
     run_until_idle(deadline, connections);
     // Time is up: let what is open finish (bounded), then count what is left as failures.
     run_until_idle(Clock::now() + std::chrono::seconds(10), 0);
