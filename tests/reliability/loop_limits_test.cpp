@@ -62,16 +62,34 @@ int highest_open_fd() {
   return top;
 }
 
+// On epoll and io_uring's fallback the shim makes the listener's accept calls fail with
+// EMFILE (and counts them); on io_uring, whose accept never passes through libc, the
+// descriptor table is really full. The sanitizer runtimes need descriptors of their own for
+// some checks, so a really full table is left to the unsanitized build.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
+  bool via_shim = shim_sees_loop(GetParam());
+  if (!via_shim && kSanitized) {
+    GTEST_SKIP() << "a full descriptor table starves the sanitizer runtime";
+  }
   // The limit is lowered before the server exists: io_uring's accept takes the limit in force
   // when it was submitted.
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
   rlimit low = old;
   low.rlim_cur = static_cast<rlim_t>(highest_open_fd() + 64);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  if (!via_shim) {
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  }
   std::vector<int> fillers;
+  std::optional<fi::Armed> accepts;
   auto restore = [&] {
+    accepts.reset();
     for (int fd : fillers) ::close(fd);
     fillers.clear();
     ::setrlimit(RLIMIT_NOFILE, &old);
@@ -86,13 +104,12 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
     ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
   }));
   SocketAddress addr = server->start(InetSocketAddress::loopback_v4(0));
-  std::optional<fi::Armed> accepts;
-  if (shim_sees_loop(GetParam())) {
-    accepts.emplace(fi::Rule{.calls = fi::accepts, .local_port = addr.inet().port(), .times = 0});
+  if (via_shim) {
+    accepts.emplace(fi::Rule{.calls = fi::accepts, .local_port = addr.inet().port(), .times = 0, .error = EMFILE});
   }
   // A client socket made before the table fills; its connection completes in the backlog.
   LoopFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  for (;;) {
+  while (!via_shim) {
     int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) break;
     fillers.push_back(fd);
@@ -101,13 +118,13 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
   socklen_t len = addr.to_native(ss);
   ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&ss), len), 0);
   ASSERT_EQ(::send(client.get(), "ping", 4, MSG_NOSIGNAL), 4);
-  std::uint64_t before = accepts ? accepts->seen() : 0;
+  std::uint64_t before = accepts ? accepts->fired() : 0;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server is out of descriptors
   pollfd p{client.get(), POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0) << "served although the server could not accept";
   if (accepts) {
     // The listener retries a few times a second, it does not spin on EMFILE.
-    std::uint64_t tries = accepts->seen() - before;
+    std::uint64_t tries = accepts->fired() - before;
     EXPECT_GE(tries, 1u);
     EXPECT_LT(tries, 50u);
   }
@@ -124,7 +141,6 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
     got += static_cast<std::size_t>(k);
   }
   EXPECT_EQ(std::string(buf, 4), "ping");
-  accepts.reset();
   client.reset();
   server->stop();
 }
