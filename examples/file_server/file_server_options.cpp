@@ -9,7 +9,7 @@ template <class T>
 bool parse_number(std::string_view text, T min, T max, T& out) {
   T v{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || end != text.data() + text.size() || v < min || v > max) {
+  if (ec != std::errc{} || end != text.data() + text.size() || !(v >= min && v <= max)) {
     return false;
   }
   out = v;
@@ -28,6 +28,9 @@ std::string file_server_usage() {
          "  --threads N             event loops, 0 for one per CPU (default: 0)\n"
          "  --backend B             auto, io_uring or epoll (default: auto)\n"
          "  --max-header-bytes N    largest request head accepted (default: 8192)\n"
+         "  --idle-timeout S        close a connection idle for S seconds, or whose request\n"
+         "                          head is not complete S seconds after it began; decimals\n"
+         "                          allowed, 0 never (default: 60)\n"
          "  --help                  show this text\n";
 }
 
@@ -48,7 +51,8 @@ std::optional<FileServerOptions> parse_file_server_args(std::span<const std::str
       value = arg.substr(eq + 1);
     }
     const bool known = name == "--root" || name == "--port" || name == "--bind" ||
-                       name == "--threads" || name == "--backend" || name == "--max-header-bytes";
+                       name == "--threads" || name == "--backend" || name == "--max-header-bytes" ||
+                       name == "--idle-timeout";
     if (!known) {
       error = "unknown argument '" + std::string(arg) + "' (see --help)";
       return std::nullopt;
@@ -82,6 +86,10 @@ std::optional<FileServerOptions> parse_file_server_args(std::span<const std::str
     } else if (name == "--max-header-bytes") {
       if (!parse_number<std::size_t>(*value, 256, 1 << 20, o.max_header_bytes)) {
         return bad("expected 256-1048576");
+      }
+    } else if (name == "--idle-timeout") {
+      if (!parse_number<double>(*value, 0.0, 86400.0, o.idle_timeout_seconds)) {
+        return bad("expected seconds, 0-86400");
       }
     }
   }

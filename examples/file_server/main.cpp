@@ -10,12 +10,15 @@
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/file_region.hpp>
+#include <niox/transport/idle_state_handler.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,8 +36,8 @@ using namespace niox::http;
 class HttpServerHandler final : public ChannelHandler {
  public:
   HttpServerHandler(const StaticFileResponder& responder, HttpDecoderConfig decoder,
-                    OpenFileCache* cache)
-      : conn_(responder, decoder, 32, cache) {}
+                    OpenFileCache* cache, std::chrono::nanoseconds head_timeout)
+      : conn_(responder, decoder, 32, cache), head_timeout_(head_timeout) {}
 
   void channel_read(ChannelHandlerContext& ctx, Message msg) override {
     auto* in = msg.get_if<ByteBuffer>();
@@ -44,6 +47,13 @@ class HttpServerHandler final : public ChannelHandler {
     auto bytes = in->bytes();
     pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     serve(ctx);
+    // A request head still incomplete long after it began: a client trickling its request (or
+    // never finishing it) holds the connection for nothing. The silent ones are closed by the
+    // IdleStateHandler in front; this catches those that keep sending a byte now and then.
+    if (!closing_ && head_started_ && head_timeout_.count() > 0 &&
+        std::chrono::steady_clock::now() - *head_started_ > head_timeout_) {
+      close_now(ctx);
+    }
   }
 
   void channel_read_complete(ChannelHandlerContext& ctx) override {
@@ -65,6 +75,12 @@ class HttpServerHandler final : public ChannelHandler {
   }
 
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+    if (std::any_cast<IdleStateEvent>(&event) != nullptr) {
+      // Nothing moved either way for the idle timeout: an idle keep-alive connection, a client
+      // gone silent mid-request, or one that stopped reading its response.
+      close_now(ctx);
+      return;
+    }
     if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
       conn_.on_end_of_input();
       close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()));
@@ -108,6 +124,17 @@ class HttpServerHandler final : public ChannelHandler {
       }
     }
     (void)wrote;
+    if (conn_.decoder().is_idle()) {
+      head_started_.reset();
+    } else if (!head_started_) {
+      head_started_ = std::chrono::steady_clock::now();  // a request has begun
+    }
+  }
+
+  void close_now(ChannelHandlerContext& ctx) {
+    closing_ = true;
+    pending_.clear();
+    ctx.close();
   }
 
   void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last) {
@@ -125,6 +152,8 @@ class HttpServerHandler final : public ChannelHandler {
   std::vector<HttpResponse> queue_;
   std::string pending_;
   bool closing_ = false;
+  std::chrono::nanoseconds head_timeout_;
+  std::optional<std::chrono::steady_clock::time_point> head_started_;  // of the incomplete request
 };
 
 // Where the built-in site is: next to an installed program (PREFIX/bin → PREFIX/share/niox/site),
@@ -227,6 +256,8 @@ int main(int argc, char** argv) {
       cache_of[&workers.loop(i)] = caches.back().get();
     }
 
+    const auto idle_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(o.idle_timeout_seconds));
     ServerBootstrap b;
     b.group(boss, workers)
         .option(channel_option::so_backlog, 1024)
@@ -235,9 +266,15 @@ int main(int argc, char** argv) {
         .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
           auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
           auto it = cache_of.find(&loop);
+          if (idle_timeout.count() > 0) {
+            ch.pipeline().add_last("idle", std::make_shared<IdleStateHandler>(
+                                               std::chrono::nanoseconds::zero(),
+                                               std::chrono::nanoseconds::zero(), idle_timeout));
+          }
           ch.pipeline().add_last("http", std::make_shared<HttpServerHandler>(
                                              responder, decoder,
-                                             it == cache_of.end() ? nullptr : it->second));
+                                             it == cache_of.end() ? nullptr : it->second,
+                                             idle_timeout));
         }));
     auto bound = b.bind(where);
     if (auto bind_ec = bound.await()) {
