@@ -116,14 +116,27 @@ class Sender {
   }
 
  private:
+  // Each chunk is hashed (read into a cache-sized buffer) just before it leaves by sendfile:
+  // no pass over the file before the first byte is sent, and the pages are hot for the send.
   void send_body() {
     if (sent_ == plan_.size) {
       progress_.finish();
-      body_done_ = true;
-      decide();
+      loop_.write(fd_, plan_.trailer(), [this](std::error_code ec, std::size_t, ByteBuffer) {
+        if (finished_) return;
+        if (ec) {
+          body_error_ = ec;
+        } else {
+          body_done_ = true;
+        }
+        decide();
+      });
       return;
     }
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, plan_.size - sent_));
+    if (auto ec = plan_.hash_chunk(sent_, n)) {
+      finish(fail(ec, "reading the file"));
+      return;
+    }
     loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_,
                       [this](std::error_code ec, std::size_t done) {
                         if (finished_) return;
@@ -218,7 +231,7 @@ class Sender {
 
 int run_send(const TransferOptions& o) {
   std::error_code ec;
-  auto plan = prepare_send(o.file, ec);
+  auto plan = prepare_send(o.file, ec, {}, ChecksumPlacement::trailer);
   if (ec) {
     die("cannot send '" + o.file + "': " + ec.message());
   }
@@ -248,6 +261,11 @@ class Receiver {
     }
     pipe_r_ = p[0];
     pipe_w_ = p[1];
+    // A pipe holds 64 KiB by default: each splice pair would move at most that. A larger pipe
+    // (up to the system's pipe-max-size) moves a whole chunk per pair.
+    for (int size = static_cast<int>(chunk); size >= 64 * 1024; size /= 2) {
+      if (::fcntl(pipe_w_, F_SETPIPE_SZ, size) >= 0) break;
+    }
     loop_.accept(listen_fd_, [this](std::error_code ec, int fd) {
       if (stopped_) return;
       if (ec) {
@@ -290,6 +308,7 @@ class Receiver {
         refuse(TransferStatus::write_failed, e, "writing the file");
         return;
       }
+      rx_.on_trailer_bytes(b);
       receive_body();
     });
   }
@@ -298,7 +317,11 @@ class Receiver {
   void receive_body() {
     progress_->update(rx_.body_offset());
     if (rx_.body_remaining() == 0) {
-      verify();
+      if (rx_.phase() == TransferReceiver::Phase::trailer) {
+        read_trailer();
+      } else {
+        verify();
+      }
       return;
     }
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
@@ -328,10 +351,39 @@ class Receiver {
                    rx_.on_body_spliced(n);
                    if (n < left) {
                      drain_pipe(left - n);
-                   } else {
-                     receive_body();
+                     return;
                    }
+                   // Hash what just landed while it is still in the CPU's cache, so that
+                   // little or nothing is left to verify once the body is complete.
+                   std::error_code hash_ec;
+                   rx_.hash_received(SIZE_MAX, hash_ec);
+                   if (hash_ec) {
+                     refuse(TransferStatus::write_failed, hash_ec, "reading back the file");
+                     return;
+                   }
+                   receive_body();
                  });
+  }
+
+  // The checksum trailer (flag_checksum_trailer) after the body.
+  void read_trailer() {
+    loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()),
+               [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+                 if (stopped_) return;
+                 if (ec || n == 0) {
+                   rx_.abort();
+                   finish(fail(ec ? ec : make_error_code(TransferErrc::truncated),
+                               "reading the checksum after the body"));
+                   return;
+                 }
+                 b.flip();
+                 rx_.on_trailer_bytes(b);
+                 if (rx_.phase() == TransferReceiver::Phase::trailer) {
+                   read_trailer();
+                 } else {
+                   verify();
+                 }
+               });
   }
 
   void verify() {

@@ -146,30 +146,35 @@ std::uint64_t xxh64(std::string_view text, std::uint64_t seed) noexcept {
   return XxHash64(seed).update(text).digest();
 }
 
-std::uint64_t xxh64_file(int fd, std::uint64_t offset, std::uint64_t count, std::error_code& ec) {
+void xxh64_file_update(XxHash64& hash, int fd, std::uint64_t offset, std::uint64_t count,
+                       std::span<std::byte> scratch, std::error_code& ec) {
   ec.clear();
-  constexpr std::size_t chunk = 256 * 1024;  // big enough to amortise the call, fits in L2
-  auto buf = std::make_unique<std::byte[]>(chunk);
-  XxHash64 h;
   while (count > 0) {
-    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(count, chunk));
-    ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(offset));
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(count, scratch.size()));
+    ssize_t n = ::pread(fd, scratch.data(), want, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
       ec.assign(errno, std::system_category());
-      return 0;
+      return;
     }
     if (n == 0) {
       ec = std::make_error_code(std::errc::io_error);
-      return 0;
+      return;
     }
-    h.update({buf.get(), static_cast<std::size_t>(n)});
+    hash.update(scratch.first(static_cast<std::size_t>(n)));
     offset += static_cast<std::uint64_t>(n);
     count -= static_cast<std::uint64_t>(n);
   }
-  return h.digest();
+}
+
+std::uint64_t xxh64_file(int fd, std::uint64_t offset, std::uint64_t count, std::error_code& ec) {
+  constexpr std::size_t chunk = 256 * 1024;  // big enough to amortise the call, fits in L2
+  auto buf = std::make_unique<std::byte[]>(chunk);
+  XxHash64 h;
+  xxh64_file_update(h, fd, offset, count, {buf.get(), chunk}, ec);
+  return ec ? 0 : h.digest();
 }
 
 }  // namespace niox::transfer
