@@ -7,13 +7,14 @@
 #include "http_server_connection.hpp"
 #include "open_file_cache.hpp"
 
+#include "server_program.hpp"
+
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/file_region.hpp>
 #include <niox/transport/idle_state_handler.hpp>
 
 #include <chrono>
-#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -23,7 +24,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <pthread.h>
 #include <unistd.h>
 
 namespace {
@@ -193,17 +193,6 @@ int main(int argc, char** argv) {
     std::cout << file_server_usage();
     return 0;
   }
-  BackendKind backend = BackendKind::automatic;
-  if (o.backend == "io_uring") {
-    backend = BackendKind::io_uring;
-  } else if (o.backend == "epoll") {
-    backend = BackendKind::epoll;
-  }
-  if (backend != BackendKind::automatic && !EventLoop::backend_available(backend)) {
-    std::cerr << "niox-file-server: the " << to_string(backend)
-              << " backend is not available on this machine\n";
-    return 1;
-  }
   std::string root_dir = o.root;
   if (root_dir.empty()) {
     root_dir = find_builtin_site();
@@ -218,50 +207,25 @@ int main(int argc, char** argv) {
     std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << ec.message() << "\n";
     return 1;
   }
-  SocketAddress where;
-  try {
-    where = InetSocketAddress(o.bind, o.port);
-  } catch (const std::exception& e) {
-    std::cerr << "niox-file-server: bad --bind address '" << o.bind << "': " << e.what() << "\n";
-    return 2;
-  }
+  StaticFileResponder responder(root);
+  HttpDecoderConfig decoder;
+  decoder.max_header_bytes = o.max_header_bytes;
+  const auto idle_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(o.idle_timeout_seconds));
 
-  // Signals are taken by sigwait below; block them before any loop thread exists.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // One cache per loop, used only on that loop's thread; the map is read-only once serving.
+  std::vector<std::unique_ptr<OpenFileCache>> caches;
+  std::unordered_map<const EventLoop*, OpenFileCache*> cache_of;
 
-  try {
-    StaticFileResponder responder(root);
-    HttpDecoderConfig decoder;
-    decoder.max_header_bytes = o.max_header_bytes;
-
-    EventLoopGroup::Options boss_options;
-    boss_options.threads = 1;
-    boss_options.loop.backend = backend;
-    EventLoopGroup::Options worker_options;
-    worker_options.threads = o.threads;
-    worker_options.loop.backend = backend;
-    EventLoopGroup boss(boss_options);
-    EventLoopGroup workers(worker_options);
-
-    // One cache per loop, used only on that loop's thread; the map is read-only from here on.
-    std::vector<std::unique_ptr<OpenFileCache>> caches;
-    std::unordered_map<const EventLoop*, OpenFileCache*> cache_of;
+  examples::ServerProgram p;
+  p.program = "niox-file-server";
+  p.options = o;
+  p.configure = [&](ServerBootstrap& b, EventLoopGroup& workers) {
     for (std::size_t i = 0; i < workers.size(); ++i) {
       caches.push_back(std::make_unique<OpenFileCache>());
       cache_of[&workers.loop(i)] = caches.back().get();
     }
-
-    const auto idle_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(o.idle_timeout_seconds));
-    ServerBootstrap b;
-    b.group(boss, workers)
-        .option(channel_option::so_backlog, 1024)
-        .child_option(channel_option::tcp_nodelay, true)
+    b.child_option(channel_option::tcp_nodelay, true)
         .child_option(channel_option::allow_half_closure, true)
         .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
           auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
@@ -276,25 +240,11 @@ int main(int argc, char** argv) {
                                              it == cache_of.end() ? nullptr : it->second,
                                              idle_timeout));
         }));
-    auto bound = b.bind(where);
-    if (auto bind_ec = bound.await()) {
-      std::cerr << "niox-file-server: cannot listen on " << where.to_string() << ": "
-                << bind_ec.message() << "\n";
-      return 1;
-    }
-    auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
-    std::cout << "niox-file-server listening on " << server->local_address()->to_string()
-              << " serving " << root_dir << " (backend " << to_string(workers.loop(0).backend())
-              << ", " << workers.size() << " threads)" << std::endl;
-
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    await_future(server->close());
-    workers.shutdown_gracefully();
-    boss.shutdown_gracefully();
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "niox-file-server: " << e.what() << "\n";
-    return 1;
-  }
+  };
+  p.banner = [&](const SocketAddress& bound, EventLoopGroup& workers) {
+    return "niox-file-server listening on " + bound.to_string() + " serving " + root_dir +
+           " (backend " + std::string(to_string(workers.loop(0).backend())) + ", " +
+           std::to_string(workers.size()) + " threads)";
+  };
+  return examples::run_server(p);
 }

@@ -10,6 +10,7 @@
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
 // 2 usage error.
+#include "command_line.hpp"
 #include "progress_reporter.hpp"
 #include "transfer_options.hpp"
 #include "transfer_protocol.hpp"
@@ -47,15 +48,9 @@ constexpr std::chrono::seconds linger_time{5};
   std::exit(status);
 }
 
-BackendKind backend_of(const std::string& name) {
-  if (name == "io_uring") return BackendKind::io_uring;
-  if (name == "epoll") return BackendKind::epoll;
-  return BackendKind::automatic;
-}
-
 EventLoop::Options loop_options(const std::string& backend) {
   EventLoop::Options o;
-  o.backend = backend_of(backend);
+  o.backend = examples::parse_backend(backend).value_or(BackendKind::automatic);
   if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
     die("the " + backend + " backend is not available on this machine");
   }

@@ -17,7 +17,7 @@ TEST(FileServerOptions, Defaults) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->port, 8080);
   EXPECT_EQ(o->bind, "0.0.0.0");
-  EXPECT_EQ(o->backend, "auto");
+  EXPECT_EQ(o->backend, BackendKind::automatic);
   EXPECT_TRUE(o->root.empty());
   EXPECT_EQ(o->threads, 0u);
   EXPECT_EQ(o->idle_timeout_seconds, 60.0);
@@ -34,7 +34,7 @@ TEST(FileServerOptions, AllOptionsBothSpellings) {
   EXPECT_EQ(o->port, 9090);
   EXPECT_EQ(o->bind, "::1");
   EXPECT_EQ(o->threads, 4u);
-  EXPECT_EQ(o->backend, "epoll");
+  EXPECT_EQ(o->backend, BackendKind::epoll);
   EXPECT_EQ(o->max_header_bytes, 16384u);
   EXPECT_EQ(o->idle_timeout_seconds, 2.5);
   EXPECT_TRUE(parse({"--help"}, error)->help);
