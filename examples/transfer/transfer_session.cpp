@@ -205,21 +205,15 @@ std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_co
     hash_buf_ = std::make_unique<std::byte[]>(chunk);
   }
   std::size_t done = 0;
-  while (hashed_ < received_ && done < max_bytes) {
-    const auto want = static_cast<std::size_t>(
-        std::min<std::uint64_t>({received_ - hashed_, chunk, max_bytes - done}));
-    ssize_t n = ::pread(file_.fd(), hash_buf_.get(), want, static_cast<off_t>(hashed_));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      ec = fail(n < 0 ? std::error_code(errno, std::system_category())
-                      : std::make_error_code(std::errc::io_error));
+  if (hashed_ < received_ && max_bytes > 0) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
+    xxh64_file_update(hash_, file_.fd(), hashed_, want, {hash_buf_.get(), chunk}, ec);
+    if (ec) {
+      fail(ec);
       return done;
     }
-    hash_.update({hash_buf_.get(), static_cast<std::size_t>(n)});
-    hashed_ += static_cast<std::uint64_t>(n);
-    done += static_cast<std::size_t>(n);
+    hashed_ += want;
+    done = want;
   }
   return done;
 }
