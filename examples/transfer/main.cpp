@@ -348,13 +348,16 @@ class Receiver {
                      drain_pipe(left - n);
                      return;
                    }
-                   // Hash what just landed while it is still in the CPU's cache, so that
-                   // little or nothing is left to verify once the body is complete.
-                   std::error_code hash_ec;
-                   rx_.hash_received(SIZE_MAX, hash_ec);
-                   if (hash_ec) {
-                     refuse(TransferStatus::write_failed, hash_ec, "reading back the file");
-                     return;
+                   // Hash what landed while it is still in the CPU's cache, so that little or
+                   // nothing is left to verify once the body is complete; a chunk at a time,
+                   // since a splice may bring only what the socket held (each hash maps).
+                   if (rx_.body_offset() - rx_.bytes_hashed() >= chunk) {
+                     std::error_code hash_ec;
+                     rx_.hash_received(SIZE_MAX, hash_ec);
+                     if (hash_ec) {
+                       refuse(TransferStatus::write_failed, hash_ec, "reading back the file");
+                       return;
+                     }
                    }
                    receive_body();
                  });
