@@ -24,6 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace {
@@ -76,9 +79,13 @@ class HttpServerHandler final : public ChannelHandler {
 
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
     if (std::any_cast<IdleStateEvent>(&event) != nullptr) {
-      // Nothing moved either way for the idle timeout: an idle keep-alive connection, a client
-      // gone silent mid-request, or one that stopped reading its response.
-      close_now(ctx);
+      // Nothing read and no write completed for the idle timeout: an idle keep-alive
+      // connection, a client gone silent mid-request, or one that stopped reading. A large
+      // file still going out to a slow client completes no write for a long time, though:
+      // while the peer keeps acknowledging bytes, it is not idle.
+      if (!response_progressing(ctx)) {
+        close_now(ctx);
+      }
       return;
     }
     if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
@@ -131,6 +138,21 @@ class HttpServerHandler final : public ChannelHandler {
     }
   }
 
+  bool response_progressing(ChannelHandlerContext& ctx) {
+    auto& ch = static_cast<LoopSocketChannel&>(ctx.channel());
+    if (ch.outbound_buffer().total_pending_bytes() == 0 || ch.fd() < 0) {
+      return false;
+    }
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(ch.fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
+        info.tcpi_bytes_acked == acked_at_last_idle_) {
+      return false;
+    }
+    acked_at_last_idle_ = info.tcpi_bytes_acked;
+    return true;
+  }
+
   void close_now(ChannelHandlerContext& ctx) {
     closing_ = true;
     pending_.clear();
@@ -153,6 +175,7 @@ class HttpServerHandler final : public ChannelHandler {
   std::string pending_;
   bool closing_ = false;
   std::chrono::nanoseconds head_timeout_;
+  std::uint64_t acked_at_last_idle_ = 0;  // TCP_INFO bytes acked by the peer, at the last idle event
   std::optional<std::chrono::steady_clock::time_point> head_started_;  // of the incomplete request
 };
 

@@ -251,6 +251,42 @@ TEST_P(FileServerProgramTest, IdleKeepAliveConnectionIsClosed) {
   ::close(fd);
 }
 
+TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
+  // A large file to a client that reads slowly but steadily: no write completes for longer
+  // than the idle timeout, yet the connection is not idle and the whole file arrives.
+  std::string large(6 * 1024 * 1024, '\0');
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 31 + i / 4096);
+  root_.write("large.bin", large);
+  server_->signal(SIGTERM);
+  ASSERT_EQ(server_->wait(), 0);
+  start({"--root", root_.path().string(), "--idle-timeout", "0.3"});
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int small = 32 * 1024;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port_);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string req = get("/large.bin");
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[16 * 1024];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+    ::usleep(5000);  // ~3 MB/s at most: a few seconds for the file
+  }
+  ::close(fd);
+  EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
+  EXPECT_TRUE(body_of(got) == large) << "got " << body_of(got).size() << " of " << large.size()
+                                     << " body bytes";
+}
+
 TEST_P(FileServerProgramTest, SlowlorisClientIsClosed) {
   server_->signal(SIGTERM);
   ASSERT_EQ(server_->wait(), 0);
