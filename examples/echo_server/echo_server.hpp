@@ -1,6 +1,8 @@
 // niox-echo-server's parts: the command line and the server.
 #pragma once
 
+#include "server_program.hpp"
+
 #include <niox/loop/event_loop.hpp>
 
 #include <cstddef>
@@ -11,12 +13,9 @@
 
 namespace niox::echo {
 
-struct EchoServerOptions {
-  std::uint16_t port = 7007;
-  // An IPv4 or IPv6 literal, or a path (starting with '/' or "unix:") for a Unix-domain socket.
-  std::string bind = "0.0.0.0";
-  std::size_t threads = 0;  // 0: one per CPU
-  BackendKind backend = BackendKind::automatic;
+struct EchoServerOptions : examples::ServerOptions {
+  // --bind may also be a path (starting with '/' or "unix:") for a Unix-domain socket.
+  EchoServerOptions() { port = 7007; }
 };
 
 struct ParseResult {

@@ -23,7 +23,7 @@
 #pragma once
 
 #include "http_status.hpp"
-#include "unique_fd.hpp"
+#include "unique_fd.hpp"  // examples/common
 
 #include <cstdint>
 #include <ctime>
@@ -32,6 +32,8 @@
 #include <system_error>
 
 namespace niox::http {
+
+using examples::UniqueFd;
 
 // A regular file opened for reading, and what a response needs to know about it.
 struct ResolvedFile {

@@ -2,10 +2,13 @@
 // only "parse, print usage or error, run".
 //
 //   niox-file-server [--root DIR] [--port P] [--bind ADDR] [--threads N]
-//                    [--backend auto|io_uring|epoll] [--max-header-bytes N] [--help]
+//                    [--backend auto|io_uring|epoll] [--max-header-bytes N]
+//                    [--idle-timeout SECONDS] [--help]
 //
 // Options take their value as the next argument or after '=' ("--port=8080").
 #pragma once
+
+#include "server_program.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -15,13 +18,12 @@
 
 namespace niox::http {
 
-struct FileServerOptions {
+struct FileServerOptions : examples::ServerOptions {  // port (8080), bind, threads, backend
   std::string root;                  // empty: the program's built-in site
-  std::string bind = "0.0.0.0";
-  std::uint16_t port = 8080;         // 0 picks a free port (printed at start-up)
-  unsigned threads = 0;              // 0: one event loop per CPU
-  std::string backend = "auto";      // auto, io_uring or epoll
   std::size_t max_header_bytes = 8192;
+  // A connection that moves no byte either way for this long, or whose request head is not
+  // complete this long after it began (a slowloris client), is closed. 0 disables.
+  double idle_timeout_seconds = 60;
   bool help = false;
 };
 

@@ -7,20 +7,26 @@
 #include "http_server_connection.hpp"
 #include "open_file_cache.hpp"
 
+#include "server_program.hpp"
+
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/file_region.hpp>
+#include <niox/transport/idle_state_handler.hpp>
 
-#include <csignal>
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include <pthread.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace {
@@ -33,8 +39,8 @@ using namespace niox::http;
 class HttpServerHandler final : public ChannelHandler {
  public:
   HttpServerHandler(const StaticFileResponder& responder, HttpDecoderConfig decoder,
-                    OpenFileCache* cache)
-      : conn_(responder, decoder, 32, cache) {}
+                    OpenFileCache* cache, std::chrono::nanoseconds head_timeout)
+      : conn_(responder, decoder, 32, cache), head_timeout_(head_timeout) {}
 
   void channel_read(ChannelHandlerContext& ctx, Message msg) override {
     auto* in = msg.get_if<ByteBuffer>();
@@ -44,6 +50,13 @@ class HttpServerHandler final : public ChannelHandler {
     auto bytes = in->bytes();
     pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     serve(ctx);
+    // A request head still incomplete long after it began: a client trickling its request (or
+    // never finishing it) holds the connection for nothing. The silent ones are closed by the
+    // IdleStateHandler in front; this catches those that keep sending a byte now and then.
+    if (!closing_ && head_started_ && head_timeout_.count() > 0 &&
+        std::chrono::steady_clock::now() - *head_started_ > head_timeout_) {
+      close_now(ctx);
+    }
   }
 
   void channel_read_complete(ChannelHandlerContext& ctx) override {
@@ -65,6 +78,16 @@ class HttpServerHandler final : public ChannelHandler {
   }
 
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+    if (std::any_cast<IdleStateEvent>(&event) != nullptr) {
+      // Nothing read and no write completed for the idle timeout: an idle keep-alive
+      // connection, a client gone silent mid-request, or one that stopped reading. A large
+      // file still going out to a slow client completes no write for a long time, though:
+      // while the peer keeps acknowledging bytes, it is not idle.
+      if (!response_progressing(ctx)) {
+        close_now(ctx);
+      }
+      return;
+    }
     if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
       conn_.on_end_of_input();
       close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()));
@@ -108,6 +131,32 @@ class HttpServerHandler final : public ChannelHandler {
       }
     }
     (void)wrote;
+    if (conn_.decoder().is_idle()) {
+      head_started_.reset();
+    } else if (!head_started_) {
+      head_started_ = std::chrono::steady_clock::now();  // a request has begun
+    }
+  }
+
+  bool response_progressing(ChannelHandlerContext& ctx) {
+    auto& ch = static_cast<LoopSocketChannel&>(ctx.channel());
+    if (ch.outbound_buffer().total_pending_bytes() == 0 || ch.fd() < 0) {
+      return false;
+    }
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(ch.fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
+        info.tcpi_bytes_acked == acked_at_last_idle_) {
+      return false;
+    }
+    acked_at_last_idle_ = info.tcpi_bytes_acked;
+    return true;
+  }
+
+  void close_now(ChannelHandlerContext& ctx) {
+    closing_ = true;
+    pending_.clear();
+    ctx.close();
   }
 
   void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last) {
@@ -125,6 +174,9 @@ class HttpServerHandler final : public ChannelHandler {
   std::vector<HttpResponse> queue_;
   std::string pending_;
   bool closing_ = false;
+  std::chrono::nanoseconds head_timeout_;
+  std::uint64_t acked_at_last_idle_ = 0;  // TCP_INFO bytes acked by the peer, at the last idle event
+  std::optional<std::chrono::steady_clock::time_point> head_started_;  // of the incomplete request
 };
 
 // Where the built-in site is: next to an installed program (PREFIX/bin → PREFIX/share/niox/site),
@@ -164,17 +216,6 @@ int main(int argc, char** argv) {
     std::cout << file_server_usage();
     return 0;
   }
-  BackendKind backend = BackendKind::automatic;
-  if (o.backend == "io_uring") {
-    backend = BackendKind::io_uring;
-  } else if (o.backend == "epoll") {
-    backend = BackendKind::epoll;
-  }
-  if (backend != BackendKind::automatic && !EventLoop::backend_available(backend)) {
-    std::cerr << "niox-file-server: the " << to_string(backend)
-              << " backend is not available on this machine\n";
-    return 1;
-  }
   std::string root_dir = o.root;
   if (root_dir.empty()) {
     root_dir = find_builtin_site();
@@ -189,75 +230,44 @@ int main(int argc, char** argv) {
     std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << ec.message() << "\n";
     return 1;
   }
-  SocketAddress where;
-  try {
-    where = InetSocketAddress(o.bind, o.port);
-  } catch (const std::exception& e) {
-    std::cerr << "niox-file-server: bad --bind address '" << o.bind << "': " << e.what() << "\n";
-    return 2;
-  }
+  StaticFileResponder responder(root);
+  HttpDecoderConfig decoder;
+  decoder.max_header_bytes = o.max_header_bytes;
+  const auto idle_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(o.idle_timeout_seconds));
 
-  // Signals are taken by sigwait below; block them before any loop thread exists.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // One cache per loop, used only on that loop's thread; the map is read-only once serving.
+  std::vector<std::unique_ptr<OpenFileCache>> caches;
+  std::unordered_map<const EventLoop*, OpenFileCache*> cache_of;
 
-  try {
-    StaticFileResponder responder(root);
-    HttpDecoderConfig decoder;
-    decoder.max_header_bytes = o.max_header_bytes;
-
-    EventLoopGroup::Options boss_options;
-    boss_options.threads = 1;
-    boss_options.loop.backend = backend;
-    EventLoopGroup::Options worker_options;
-    worker_options.threads = o.threads;
-    worker_options.loop.backend = backend;
-    EventLoopGroup boss(boss_options);
-    EventLoopGroup workers(worker_options);
-
-    // One cache per loop, used only on that loop's thread; the map is read-only from here on.
-    std::vector<std::unique_ptr<OpenFileCache>> caches;
-    std::unordered_map<const EventLoop*, OpenFileCache*> cache_of;
+  examples::ServerProgram p;
+  p.program = "niox-file-server";
+  p.options = o;
+  p.configure = [&](ServerBootstrap& b, EventLoopGroup& workers) {
     for (std::size_t i = 0; i < workers.size(); ++i) {
       caches.push_back(std::make_unique<OpenFileCache>());
       cache_of[&workers.loop(i)] = caches.back().get();
     }
-
-    ServerBootstrap b;
-    b.group(boss, workers)
-        .option(channel_option::so_backlog, 1024)
-        .child_option(channel_option::tcp_nodelay, true)
+    b.child_option(channel_option::tcp_nodelay, true)
         .child_option(channel_option::allow_half_closure, true)
         .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
           auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
           auto it = cache_of.find(&loop);
+          if (idle_timeout.count() > 0) {
+            ch.pipeline().add_last("idle", std::make_shared<IdleStateHandler>(
+                                               std::chrono::nanoseconds::zero(),
+                                               std::chrono::nanoseconds::zero(), idle_timeout));
+          }
           ch.pipeline().add_last("http", std::make_shared<HttpServerHandler>(
                                              responder, decoder,
-                                             it == cache_of.end() ? nullptr : it->second));
+                                             it == cache_of.end() ? nullptr : it->second,
+                                             idle_timeout));
         }));
-    auto bound = b.bind(where);
-    if (auto bind_ec = bound.await()) {
-      std::cerr << "niox-file-server: cannot listen on " << where.to_string() << ": "
-                << bind_ec.message() << "\n";
-      return 1;
-    }
-    auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
-    std::cout << "niox-file-server listening on " << server->local_address()->to_string()
-              << " serving " << root_dir << " (backend " << to_string(workers.loop(0).backend())
-              << ", " << workers.size() << " threads)" << std::endl;
-
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    await_future(server->close());
-    workers.shutdown_gracefully();
-    boss.shutdown_gracefully();
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "niox-file-server: " << e.what() << "\n";
-    return 1;
-  }
+  };
+  p.banner = [&](const SocketAddress& bound, EventLoopGroup& workers) {
+    return "niox-file-server listening on " + bound.to_string() + " serving " + root_dir +
+           " (backend " + std::string(to_string(workers.loop(0).backend())) + ", " +
+           std::to_string(workers.size()) + " threads)";
+  };
+  return examples::run_server(p);
 }

@@ -25,6 +25,8 @@
 
 namespace niox::http {
 
+using examples::UniqueFd;
+
 struct CachedFile {
   std::string path;              // what was opened ("docs/index.html"), for Content-Type
   std::uint64_t size = 0;

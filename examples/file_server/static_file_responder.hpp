@@ -31,7 +31,7 @@
 #include "http_request_decoder.hpp"
 #include "http_status.hpp"
 #include "request_path.hpp"
-#include "unique_fd.hpp"
+#include "unique_fd.hpp"  // examples/common
 
 #include <niox/buffer/byte_buffer.hpp>
 
@@ -41,6 +41,8 @@
 #include <string>
 
 namespace niox::http {
+
+using examples::UniqueFd;
 
 struct StaticFileConfig {
   // Files (or ranges) up to this many bytes travel in memory with the header block.

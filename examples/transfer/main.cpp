@@ -10,6 +10,7 @@
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
 // 2 usage error.
+#include "command_line.hpp"
 #include "progress_reporter.hpp"
 #include "transfer_options.hpp"
 #include "transfer_protocol.hpp"
@@ -18,7 +19,9 @@
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop.hpp>
 
+#include <chrono>
 #include <csignal>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -36,21 +39,18 @@ using namespace niox;
 using namespace niox::transfer;
 
 constexpr std::size_t chunk = 1 << 20;  // per transfer_to/splice: progress granularity
+// How long a receiver that refused a transfer keeps reading (and dropping) what the sender still
+// sends, so that its verdict is read rather than cut off by a reset. See Receiver::reply.
+constexpr std::chrono::seconds linger_time{5};
 
 [[noreturn]] void die(const std::string& what, int status = 1) {
   std::cerr << "niox-transfer: " << what << "\n";
   std::exit(status);
 }
 
-BackendKind backend_of(const std::string& name) {
-  if (name == "io_uring") return BackendKind::io_uring;
-  if (name == "epoll") return BackendKind::epoll;
-  return BackendKind::automatic;
-}
-
 EventLoop::Options loop_options(const std::string& backend) {
   EventLoop::Options o;
-  o.backend = backend_of(backend);
+  o.backend = examples::parse_backend(backend).value_or(BackendKind::automatic);
   if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
     die("the " + backend + " backend is not available on this machine");
   }
@@ -86,36 +86,59 @@ class Sender {
       return fail(std::error_code(errno, std::system_category()), "socket");
     }
     loop_.connect(fd_, to_, [this](std::error_code ec) {
+      if (finished_) return;
       if (ec) {
         finish(fail(ec, "cannot connect to " + to_.to_string()));
         return;
       }
       loop_.write(fd_, std::move(plan_.header_bytes), [this](std::error_code ec, std::size_t, ByteBuffer) {
+        if (finished_) return;
         if (ec) {
           finish(fail(ec, "sending the header"));
           return;
         }
+        // The verdict is awaited while the body is still being sent: a receiver that gives up
+        // early (a refused name, a full disk) answers at once, and the sender stops sending.
+        await_reply(ByteBuffer::allocate(reply_size));
         send_body();
       });
     });
     loop_.run();
+    // Whatever is still pending ends here (operation_aborted), while this object is alive.
     loop_.close(fd_);
+    loop_.shutdown();
     return status_;
   }
 
  private:
+  // Each chunk is hashed (read into a cache-sized buffer) just before it leaves by sendfile:
+  // no pass over the file before the first byte is sent, and the pages are hot for the send.
   void send_body() {
     if (sent_ == plan_.size) {
       progress_.finish();
-      await_reply();
+      loop_.write(fd_, plan_.trailer(), [this](std::error_code ec, std::size_t, ByteBuffer) {
+        if (finished_) return;
+        if (ec) {
+          body_error_ = ec;
+        } else {
+          body_done_ = true;
+        }
+        decide();
+      });
       return;
     }
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, plan_.size - sent_));
+    if (auto ec = plan_.hash_chunk(sent_, n)) {
+      finish(fail(ec, "reading the file"));
+      return;
+    }
     loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_,
                       [this](std::error_code ec, std::size_t done) {
+                        if (finished_) return;
                         sent_ += done;
                         if (ec) {
-                          finish(fail(ec, "sending the body"));
+                          body_error_ = ec;
+                          decide();
                           return;
                         }
                         progress_.update(sent_);
@@ -123,28 +146,55 @@ class Sender {
                       });
   }
 
-  void await_reply() {
-    auto buf = ByteBuffer::allocate(reply_size);
-    if (reply_.has_remaining()) {
-      buf = std::move(reply_);
-    }
+  void await_reply(ByteBuffer buf) {
     loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      if (ec) {
-        finish(fail(ec, "waiting for the receiver's verdict"));
+      if (finished_) return;
+      if (!ec && n > 0 && b.has_remaining()) {
+        await_reply(std::move(b));
         return;
       }
-      if (n > 0 && b.has_remaining()) {
-        reply_ = std::move(b);
-        await_reply();
-        return;
+      reply_done_ = true;
+      if (ec || n == 0) {
+        reply_error_ = ec ? ec : make_error_code(TransferErrc::truncated);
+      } else {
+        b.flip();
+        verdict_ = check_reply(b.bytes());
       }
-      b.flip();
-      if (auto verdict = check_reply(b.bytes())) {
-        finish(fail(verdict, "the receiver did not store the file"));
-        return;
-      }
-      finish(0);
+      decide();
     });
+  }
+
+  // Called whenever the body or the reply made progress: finishes once the outcome is known.
+  void decide() {
+    if (finished_) return;
+    const bool connection_broken = body_error_ == std::errc::broken_pipe ||
+                                   body_error_ == std::errc::connection_reset;
+    if (body_error_ && !connection_broken) {
+      // Our side failed (the file could not be read, or it shrank): no verdict will come.
+      finish(fail(body_error_, "sending the body"));
+      return;
+    }
+    if (!reply_done_) {
+      return;  // the verdict (or the end of the connection) is still to come
+    }
+    if (reply_error_) {
+      // No verdict: the receiver went away. Say what broke first.
+      finish(body_error_ ? fail(body_error_, "sending the body")
+                         : fail(reply_error_, "waiting for the receiver's verdict"));
+      return;
+    }
+    if (verdict_) {
+      finish(fail(verdict_, "the receiver did not store the file"));
+      return;
+    }
+    if (!body_done_) {
+      if (body_error_) {
+        finish(fail(body_error_, "sending the body"));
+      }
+      // A verdict "stored" can overtake the completion of the last send: wait for it.
+      return;
+    }
+    finish(0);
   }
 
   int fail(std::error_code ec, const std::string& what) {
@@ -154,6 +204,7 @@ class Sender {
   }
 
   void finish(int status) {
+    finished_ = true;
     status_ = status;
     loop_.stop();
   }
@@ -164,13 +215,18 @@ class Sender {
   ProgressReporter progress_;
   int fd_ = -1;
   std::uint64_t sent_ = 0;
-  ByteBuffer reply_;
+  bool body_done_ = false;
+  std::error_code body_error_;
+  bool reply_done_ = false;
+  std::error_code reply_error_;  // the connection ended without a verdict
+  std::error_code verdict_;      // the receiver's verdict (empty: stored and verified)
+  bool finished_ = false;
   int status_ = 1;
 };
 
 int run_send(const TransferOptions& o) {
   std::error_code ec;
-  auto plan = prepare_send(o.file, ec);
+  auto plan = prepare_send(o.file, ec, {}, ChecksumPlacement::trailer);
   if (ec) {
     die("cannot send '" + o.file + "': " + ec.message());
   }
@@ -200,7 +256,13 @@ class Receiver {
     }
     pipe_r_ = p[0];
     pipe_w_ = p[1];
+    // A pipe holds 64 KiB by default: each splice pair would move at most that. A larger pipe
+    // (up to the system's pipe-max-size) moves a whole chunk per pair.
+    for (int size = static_cast<int>(chunk); size >= 64 * 1024; size /= 2) {
+      if (::fcntl(pipe_w_, F_SETPIPE_SZ, size) >= 0) break;
+    }
     loop_.accept(listen_fd_, [this](std::error_code ec, int fd) {
+      if (stopped_) return;
       if (ec) {
         finish(fail(ec, "accept"));
         return;
@@ -212,12 +274,16 @@ class Receiver {
     if (fd_ >= 0) loop_.close(fd_);
     loop_.close(pipe_r_);
     loop_.close(pipe_w_);
+    loop_.close(listen_fd_);
+    // Whatever is still pending ends here (operation_aborted), while this object is alive.
+    loop_.shutdown();
     return status_;
   }
 
  private:
   void read_header() {
     loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      if (stopped_) return;
       if (ec || n == 0) {
         rx_.abort();
         finish(fail(ec ? ec : make_error_code(TransferErrc::truncated), "reading the header"));
@@ -237,6 +303,7 @@ class Receiver {
         refuse(TransferStatus::write_failed, e, "writing the file");
         return;
       }
+      rx_.on_trailer_bytes(b);
       receive_body();
     });
   }
@@ -245,11 +312,16 @@ class Receiver {
   void receive_body() {
     progress_->update(rx_.body_offset());
     if (rx_.body_remaining() == 0) {
-      verify();
+      if (rx_.phase() == TransferReceiver::Phase::trailer) {
+        read_trailer();
+      } else {
+        verify();
+      }
       return;
     }
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
     loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
+      if (stopped_) return;
       if (ec || n == 0) {
         // The sender went away (or the stream broke) before the whole body arrived.
         rx_.abort();
@@ -265,6 +337,7 @@ class Receiver {
   void drain_pipe(std::size_t left) {
     loop_.splice(pipe_r_, -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
                  [this, left](std::error_code ec, std::size_t n) {
+                   if (stopped_) return;
                    if (ec || n == 0) {
                      refuse(TransferStatus::write_failed,
                             ec ? ec : std::make_error_code(std::errc::io_error), "writing the file");
@@ -273,10 +346,42 @@ class Receiver {
                    rx_.on_body_spliced(n);
                    if (n < left) {
                      drain_pipe(left - n);
-                   } else {
-                     receive_body();
+                     return;
                    }
+                   // Hash what landed while it is still in the CPU's cache, so that little or
+                   // nothing is left to verify once the body is complete; a chunk at a time,
+                   // since a splice may bring only what the socket held (each hash maps).
+                   if (rx_.body_offset() - rx_.bytes_hashed() >= chunk) {
+                     std::error_code hash_ec;
+                     rx_.hash_received(SIZE_MAX, hash_ec);
+                     if (hash_ec) {
+                       refuse(TransferStatus::write_failed, hash_ec, "reading back the file");
+                       return;
+                     }
+                   }
+                   receive_body();
                  });
+  }
+
+  // The checksum trailer (flag_checksum_trailer) after the body.
+  void read_trailer() {
+    loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()),
+               [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+                 if (stopped_) return;
+                 if (ec || n == 0) {
+                   rx_.abort();
+                   finish(fail(ec ? ec : make_error_code(TransferErrc::truncated),
+                               "reading the checksum after the body"));
+                   return;
+                 }
+                 b.flip();
+                 rx_.on_trailer_bytes(b);
+                 if (rx_.phase() == TransferReceiver::Phase::trailer) {
+                   read_trailer();
+                 } else {
+                   verify();
+                 }
+               });
   }
 
   void verify() {
@@ -300,9 +405,44 @@ class Receiver {
     reply(status, [this, ec, what] { finish(fail(ec, what)); });
   }
 
+  // Sends the verdict. A refusal is followed by a lingering close: the sender may still be
+  // sending, and closing with its bytes unread would reset the connection, possibly before the
+  // sender read the verdict. So: shut our side down (FIN after the verdict), read and drop what
+  // still arrives until the sender closes or linger_time passes, then `then`.
   template <class F>
   void reply(TransferStatus status, F then) {
-    loop_.write(fd_, encode_reply(status), [then](std::error_code, std::size_t, ByteBuffer) { then(); });
+    loop_.write(fd_, encode_reply(status), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
+      if (stopped_) return;
+      if (ec || status == TransferStatus::ok) {
+        then();
+        return;
+      }
+      ::shutdown(fd_, SHUT_WR);
+      lingering_ = true;
+      after_linger_ = then;
+      linger_timer_ = loop_.schedule(linger_time, [this](std::error_code) { end_linger(); });
+      drain(ByteBuffer::allocate(64 * 1024));
+    });
+  }
+
+  void drain(ByteBuffer buf) {
+    drain_op_ = loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      if (!lingering_) return;
+      if (ec || n == 0) {
+        end_linger();
+        return;
+      }
+      b.clear();
+      drain(std::move(b));
+    });
+  }
+
+  void end_linger() {
+    if (!lingering_) return;
+    lingering_ = false;
+    loop_.cancel(linger_timer_);
+    loop_.cancel(drain_op_);
+    after_linger_();
   }
 
   int fail(std::error_code ec, const std::string& what) {
@@ -312,6 +452,7 @@ class Receiver {
   }
 
   void finish(int status) {
+    stopped_ = true;
     status_ = status;
     loop_.stop();
   }
@@ -324,6 +465,11 @@ class Receiver {
   int pipe_r_ = -1;
   int pipe_w_ = -1;
   int status_ = 1;
+  bool stopped_ = false;
+  bool lingering_ = false;
+  std::function<void()> after_linger_;
+  OperationHandle linger_timer_;
+  OperationHandle drain_op_;
 };
 
 int run_recv(const TransferOptions& o) {
@@ -353,9 +499,7 @@ int run_recv(const TransferOptions& o) {
   EventLoop loop(loop_options(o.backend));
   std::cout << "niox-transfer listening on " << bound.to_string() << std::endl;
   Receiver r(loop, lfd, rx);
-  int status = r.run();
-  loop.close(lfd);
-  return status;
+  return r.run();
 }
 
 }  // namespace

@@ -1,22 +1,10 @@
 #include "transfer_options.hpp"
 
-#include <charconv>
+#include "command_line.hpp"
 
 namespace niox::transfer {
-namespace {
 
-template <class T>
-bool parse_number(std::string_view text, T min, T max, T& out) {
-  T v{};
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v < min || v > max) {
-    return false;
-  }
-  out = v;
-  return true;
-}
-
-}  // namespace
+using examples::parse_number;
 
 std::optional<HostPort> parse_host_port(std::string_view text, std::string& error) {
   HostPort hp;
@@ -79,13 +67,14 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
   error.clear();
   TransferOptions o;
   bool have_port = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (arg == "--help" || arg == "-h") {
+  examples::OptionReader reader(args);
+  for (bool first = true; reader.next(); first = false) {
+    std::string_view arg = reader.arg();
+    if (reader.is_help()) {
       o.help = true;
       return o;
     }
-    if (i == 0) {
+    if (first) {
       if (arg == "send") {
         o.mode = TransferOptions::Mode::send;
       } else if (arg == "recv") {
@@ -96,7 +85,7 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       }
       continue;
     }
-    if (!arg.starts_with("--")) {
+    if (!reader.is_option()) {
       if (o.mode == TransferOptions::Mode::send && o.file.empty()) {
         o.file = arg;
         continue;
@@ -104,12 +93,7 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       error = "unexpected argument '" + std::string(arg) + "'";
       return std::nullopt;
     }
-    std::string_view name = arg;
-    std::optional<std::string_view> value;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
+    const std::string_view name = reader.name();
     const bool send = o.mode == TransferOptions::Mode::send;
     const bool known = name == "--backend" ||
                        (send ? name == "--to"
@@ -119,12 +103,9 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       error = "unknown option '" + std::string(name) + "' for " + (send ? "send" : "recv");
       return std::nullopt;
     }
+    auto value = reader.value(error);
     if (!value) {
-      if (i + 1 == args.size()) {
-        error = std::string(name) + " needs a value";
-        return std::nullopt;
-      }
-      value = args[++i];
+      return std::nullopt;
     }
     if (name == "--to") {
       auto hp = parse_host_port(*value, error);
@@ -132,7 +113,7 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       o.to = *hp;
     } else if (name == "--port") {
       if (!parse_number<std::uint16_t>(*value, 0, 65535, o.port)) {
-        error = "invalid --port '" + std::string(*value) + "' (expected 0-65535)";
+        error = examples::invalid_value(name, *value, "expected 0-65535");
         return std::nullopt;
       }
       have_port = true;
@@ -142,12 +123,12 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       o.out = *value;
     } else if (name == "--max-size") {
       if (!parse_number<std::uint64_t>(*value, 0, std::uint64_t{1} << 62, o.max_size)) {
-        error = "invalid --max-size '" + std::string(*value) + "'";
+        error = examples::invalid_value(name, *value, "expected a number of bytes");
         return std::nullopt;
       }
     } else if (name == "--backend") {
-      if (*value != "auto" && *value != "io_uring" && *value != "epoll") {
-        error = "invalid --backend '" + std::string(*value) + "' (expected auto, io_uring or epoll)";
+      if (!examples::parse_backend(*value)) {
+        error = examples::invalid_value(name, *value, "expected auto, io_uring or epoll");
         return std::nullopt;
       }
       o.backend = *value;

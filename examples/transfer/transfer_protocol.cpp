@@ -90,13 +90,13 @@ ByteBuffer encode_header(const TransferHeader& header, const TransferLimits& lim
   buf.order(ByteOrder::big_endian);
   buf.put(std::string_view(magic, 4));
   buf.put(protocol_version);
-  buf.put(std::uint8_t{0});  // flags
+  buf.put(header.checksum_trailer ? flag_checksum_trailer : std::uint8_t{0});
   buf.put(static_cast<std::uint8_t>(header.algorithm));
   buf.put(std::uint8_t{0});
   buf.put_short(static_cast<std::int16_t>(header.name.size()));
   buf.position(16);
   buf.put_long(static_cast<std::int64_t>(header.size));
-  buf.put_long(static_cast<std::int64_t>(header.checksum));
+  buf.put_long(header.checksum_trailer ? 0 : static_cast<std::int64_t>(header.checksum));
   buf.put(std::string_view(header.name));
   buf.flip();
   return buf;
@@ -115,13 +115,15 @@ HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& 
   if (have < header_size) {
     return {DecodeStatus::need_more, header_size, {}};
   }
-  if (p[5] != 0) {
+  if ((p[5] & ~flag_checksum_trailer) != 0) {
     return failure(TransferErrc::unknown_flags);
   }
+  const bool trailer = (p[5] & flag_checksum_trailer) != 0;
   if (p[6] != static_cast<std::uint8_t>(ChecksumAlgorithm::xxh64)) {
     return failure(TransferErrc::unknown_checksum_algorithm);
   }
-  if (p[7] != 0 || std::any_of(p + 10, p + 16, [](unsigned char c) { return c != 0; })) {
+  if (p[7] != 0 || std::any_of(p + 10, p + 16, [](unsigned char c) { return c != 0; }) ||
+      (trailer && std::any_of(p + 24, p + 32, [](unsigned char c) { return c != 0; }))) {
     return failure(TransferErrc::reserved_not_zero);
   }
   const std::size_t name_length = load16(p + 8);
@@ -143,7 +145,20 @@ HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& 
   out.size = size;
   out.algorithm = ChecksumAlgorithm::xxh64;
   out.checksum = load64(p + 24);
+  out.checksum_trailer = trailer;
   return {DecodeStatus::complete, header_size + name_length, {}};
+}
+
+ByteBuffer encode_trailer(std::uint64_t checksum) {
+  auto buf = ByteBuffer::allocate(trailer_size);
+  buf.order(ByteOrder::big_endian);
+  buf.put_long(static_cast<std::int64_t>(checksum));
+  buf.flip();
+  return buf;
+}
+
+std::uint64_t decode_trailer(std::span<const std::byte, trailer_size> in) noexcept {
+  return load64(reinterpret_cast<const unsigned char*>(in.data()));
 }
 
 ByteBuffer encode_reply(TransferStatus status) {

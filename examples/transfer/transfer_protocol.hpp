@@ -8,17 +8,23 @@
 //   offset size  field
 //        0    4  magic "NIOX"
 //        4    1  version (1)
-//        5    1  flags (none defined: must be 0)
+//        5    1  flags (0, or flag_checksum_trailer; any other bit is refused)
 //        6    1  checksum algorithm (1 = XXH64, seed 0)
 //        7    1  reserved (0)
 //        8    2  name length (1 .. limits.max_name_length, at most 255)
 //       10    6  reserved (0)
 //       16    8  file size in bytes
-//       24    8  checksum of the whole body
+//       24    8  checksum of the whole body; 0 with flag_checksum_trailer
 //
-// The checksum travels before the body, so the sender hashes the file first (from the page
-// cache, at several GB/s) and then sends it zero-copy; the receiver splices the body into the
-// file and hashes what landed on disk before it replies.
+// Without flags the checksum travels in the header, so the sender must hash the whole file
+// before it sends the first body byte: a full extra pass over the file on the critical path.
+// With flag_checksum_trailer (what niox-transfer sends) the checksum follows the body as an
+// 8-byte big-endian trailer: the sender hashes each chunk just before it sends that chunk
+// zero-copy (the pages are then hot for the send), and the receiver hashes each chunk right
+// after it landed in the file. Both ends still hash the bytes of the file itself (the sender
+// what it read, the receiver what is on disk), so the verification stays end to end.
+//
+//   sender -> receiver with the flag:  header | name | body | trailer (8 bytes: checksum)
 //
 // The name is only a suggestion for the receiver's file name: UTF-8 bytes, no '/', '\', NUL or
 // other control byte, and no ".." anywhere (stricter than needed once '/' is excluded, so that no
@@ -43,6 +49,9 @@ namespace niox::transfer {
 inline constexpr std::uint8_t protocol_version = 1;
 inline constexpr std::size_t header_size = 32;
 inline constexpr std::size_t reply_size = 8;
+inline constexpr std::size_t trailer_size = 8;
+// Header flag: the checksum is not in the header but follows the body (trailer_size bytes).
+inline constexpr std::uint8_t flag_checksum_trailer = 0x01;
 
 enum class ChecksumAlgorithm : std::uint8_t { xxh64 = 1 };
 
@@ -74,8 +83,13 @@ struct TransferHeader {
   std::string name;
   std::uint64_t size = 0;
   ChecksumAlgorithm algorithm = ChecksumAlgorithm::xxh64;
-  std::uint64_t checksum = 0;
+  std::uint64_t checksum = 0;     // with checksum_trailer: 0 in the header, set from the trailer
+  bool checksum_trailer = false;  // flag_checksum_trailer
 };
+
+// The trailer that follows the body when the header has flag_checksum_trailer.
+ByteBuffer encode_trailer(std::uint64_t checksum);
+std::uint64_t decode_trailer(std::span<const std::byte, trailer_size> in) noexcept;
 
 // Empty error_code when `name` is acceptable under `limits`, else bad_name_length or bad_name.
 std::error_code validate_name(std::string_view name, const TransferLimits& limits = {}) noexcept;

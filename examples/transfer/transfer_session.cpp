@@ -15,7 +15,9 @@ SendPlan::SendPlan(SendPlan&& o) noexcept
     : fd(std::exchange(o.fd, -1)),
       size(o.size),
       header(std::move(o.header)),
-      header_bytes(std::move(o.header_bytes)) {}
+      header_bytes(std::move(o.header_bytes)),
+      hash(o.hash),
+      scratch(std::move(o.scratch)) {}
 
 SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
   if (this != &o) {
@@ -26,8 +28,23 @@ SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
     size = o.size;
     header = std::move(o.header);
     header_bytes = std::move(o.header_bytes);
+    hash = o.hash;
+    scratch = std::move(o.scratch);
   }
   return *this;
+}
+
+std::error_code SendPlan::hash_chunk(std::uint64_t offset, std::uint64_t n) {
+  if (offset != bytes_hashed() || n > size - offset) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  constexpr std::size_t scratch_size = 256 * 1024;  // fits in L2
+  if (!scratch) {
+    scratch = std::make_unique<std::byte[]>(scratch_size);
+  }
+  std::error_code ec;
+  xxh64_file_update(hash, fd, offset, n, {scratch.get(), scratch_size}, ec);
+  return ec;
 }
 
 SendPlan::~SendPlan() {
@@ -36,7 +53,8 @@ SendPlan::~SendPlan() {
   }
 }
 
-SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits) {
+SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits,
+                      ChecksumPlacement placement) {
   ec.clear();
   SendPlan plan;
   plan.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -68,9 +86,13 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
   }
   plan.header.name = std::string(name);
   plan.header.size = plan.size;
-  plan.header.checksum = xxh64_file(plan.fd, 0, plan.size, ec);
-  if (ec) {
-    return {};
+  if (placement == ChecksumPlacement::trailer) {
+    plan.header.checksum_trailer = true;
+  } else {
+    plan.header.checksum = xxh64_file(plan.fd, 0, plan.size, ec);
+    if (ec) {
+      return {};
+    }
   }
   plan.header_bytes = encode_header(plan.header, limits);
   return plan;
@@ -111,6 +133,7 @@ std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
         return fail(ec);
       }
       phase_ = Phase::body;
+      end_of_body();
       return {};
     }
     // Take exactly what the decoder still needs, so body bytes stay in `in`.
@@ -141,16 +164,40 @@ std::error_code TransferReceiver::on_body_bytes(ByteBuffer& in) {
     received_ += static_cast<std::uint64_t>(w);
     in.position(in.position() + static_cast<std::size_t>(w));
   }
+  end_of_body();
   return {};
 }
 
 void TransferReceiver::on_body_spliced(std::uint64_t n) noexcept {
+  if (phase_ != Phase::body) {
+    return;
+  }
   received_ += std::min(n, body_remaining());
+  end_of_body();
+}
+
+void TransferReceiver::end_of_body() noexcept {
+  if (phase_ == Phase::body && body_remaining() == 0 && header_.checksum_trailer) {
+    phase_ = Phase::trailer;
+  }
+}
+
+void TransferReceiver::on_trailer_bytes(ByteBuffer& in) noexcept {
+  if (phase_ != Phase::trailer) {
+    return;
+  }
+  const std::size_t take = std::min(trailer_missing(), in.remaining());
+  in.get(std::span(trailer_).subspan(trailer_len_, take));
+  trailer_len_ += take;
+  if (trailer_len_ == trailer_size) {
+    header_.checksum = decode_trailer(trailer_);
+    phase_ = Phase::verifying;
+  }
 }
 
 std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_code& ec) {
   ec.clear();
-  if (phase_ != Phase::body && phase_ != Phase::verifying) {
+  if (phase_ != Phase::body && phase_ != Phase::trailer && phase_ != Phase::verifying) {
     return 0;
   }
   constexpr std::size_t chunk = 256 * 1024;
@@ -158,21 +205,15 @@ std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_co
     hash_buf_ = std::make_unique<std::byte[]>(chunk);
   }
   std::size_t done = 0;
-  while (hashed_ < received_ && done < max_bytes) {
-    const auto want = static_cast<std::size_t>(
-        std::min<std::uint64_t>({received_ - hashed_, chunk, max_bytes - done}));
-    ssize_t n = ::pread(file_.fd(), hash_buf_.get(), want, static_cast<off_t>(hashed_));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      ec = fail(n < 0 ? std::error_code(errno, std::system_category())
-                      : std::make_error_code(std::errc::io_error));
+  if (hashed_ < received_ && max_bytes > 0) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
+    xxh64_file_update(hash_, file_.fd(), hashed_, want, {hash_buf_.get(), chunk}, ec);
+    if (ec) {
+      fail(ec);
       return done;
     }
-    hash_.update({hash_buf_.get(), static_cast<std::size_t>(n)});
-    hashed_ += static_cast<std::uint64_t>(n);
-    done += static_cast<std::size_t>(n);
+    hashed_ += want;
+    done = want;
   }
   return done;
 }
@@ -186,7 +227,7 @@ TransferStatus TransferReceiver::finish(std::error_code& ec) {
   if (phase_ == Phase::done) {
     return TransferStatus::ok;
   }
-  if (received_ != header_.size) {
+  if (received_ != header_.size || phase_ == Phase::trailer) {
     ec = fail(make_error_code(TransferErrc::truncated));
     return TransferStatus::write_failed;
   }

@@ -4,12 +4,18 @@
 //   auto plan = prepare_send(path, ec);            // opens, hashes (XXH64) and encodes the header
 //   write(plan.header); send_file(plan.fd, 0, plan.size);   // header, then the body zero-copy
 //   read reply_size bytes -> check_reply(bytes)    // the receiver's verdict, as an error_code
+// or, with the checksum as a trailer (no hashing pass before the first byte leaves):
+//   auto plan = prepare_send(path, ec, limits, ChecksumPlacement::trailer);
+//   write(plan.header);
+//   for each chunk in order: plan.hash_chunk(offset, n); send_file(plan.fd, offset, n);
+//   write(plan.trailer());
 //
 // Receiver:
 //   TransferReceiver rx(out_path, limits);
 //   while (rx.phase() == Phase::header) { read into buf; rx.on_header_bytes(buf); }
 //   rx.on_body_bytes(buf);                         // body bytes that came with the header
 //   while (rx.body_remaining() > 0) { n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n); }
+//   while (rx.phase() == Phase::trailer) { read rx.trailer_missing() bytes; rx.on_trailer_bytes(buf); }
 //   write(encode_reply(rx.finish(ec)));            // verifies, then names or removes the file
 //   (peer gone, or any error: rx.abort())          // the partial file is removed
 #pragma once
@@ -28,11 +34,27 @@
 
 namespace niox::transfer {
 
+// Where the sender puts the checksum (see transfer_protocol.hpp): in the header, which needs a
+// whole pass over the file before sending, or in a trailer after the body, hashed chunk by chunk
+// as the body leaves.
+enum class ChecksumPlacement : std::uint8_t { header, trailer };
+
 struct SendPlan {
   int fd = -1;             // owned by the plan: closed by its destructor
   std::uint64_t size = 0;
   TransferHeader header;
   ByteBuffer header_bytes;  // encode_header(header): send first
+
+  // Trailer placement: adds [offset, offset + n) of the file to the checksum. Chunks must come
+  // in order and without gaps (offset == bytes_hashed()), each before it is sent. Errors: the
+  // errno of the read, io_error if the file ended early, invalid_argument out of order.
+  std::error_code hash_chunk(std::uint64_t offset, std::uint64_t n);
+  std::uint64_t bytes_hashed() const noexcept { return hash.total_length(); }
+  // Trailer placement, once the whole body was hashed: the trailer to send after the body.
+  ByteBuffer trailer() const { return encode_trailer(hash.digest()); }
+
+  XxHash64 hash;                         // trailer placement: over the body hashed so far
+  std::unique_ptr<std::byte[]> scratch;  // hash_chunk's read buffer
 
   SendPlan() = default;
   SendPlan(SendPlan&& o) noexcept;
@@ -45,14 +67,18 @@ struct SendPlan {
 // Opens `path` (a regular file), hashes it and builds the header, the name being the path's last
 // component. Errors: the open/read errno, std::errc::invalid_argument for a non-regular file,
 // or a TransferErrc when the name or size would be refused under `limits`.
-SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits = {});
+// With ChecksumPlacement::trailer the file is not read here: the header carries
+// flag_checksum_trailer, and hash_chunk() / trailer() do the hashing as the body leaves.
+SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits = {},
+                      ChecksumPlacement placement = ChecksumPlacement::header);
 
 // The receiver's reply as the sender's result: empty when the file was stored and verified.
 std::error_code check_reply(std::span<const std::byte> reply) noexcept;
 
 class TransferReceiver {
  public:
-  enum class Phase : std::uint8_t { header, body, verifying, done, failed };
+  // trailer: the body is complete, the checksum trailer (flag_checksum_trailer) is awaited.
+  enum class Phase : std::uint8_t { header, body, trailer, verifying, done, failed };
 
   // `destination`: the file to write, or an existing directory to write the sent name into.
   TransferReceiver(std::string destination, TransferLimits limits = {});
@@ -73,6 +99,10 @@ class TransferReceiver {
   std::error_code on_body_bytes(ByteBuffer& in);
   // Body phase: `n` bytes were written straight into fd() at body_offset() (splice).
   void on_body_spliced(std::uint64_t n) noexcept;
+  // Trailer phase: takes up to trailer_missing() bytes from `in` (advancing it); once the
+  // trailer is complete the checksum is known and the phase is verifying.
+  void on_trailer_bytes(ByteBuffer& in) noexcept;
+  std::size_t trailer_missing() const noexcept { return trailer_size - trailer_len_; }
 
   int fd() const noexcept { return file_.fd(); }
   std::uint64_t body_offset() const noexcept { return received_; }
@@ -95,6 +125,7 @@ class TransferReceiver {
 
  private:
   std::error_code fail(std::error_code ec) noexcept;
+  void end_of_body() noexcept;
 
   std::string destination_;
   TransferLimits limits_;
@@ -104,6 +135,8 @@ class TransferReceiver {
   TransferHeader header_;
   OutputFile file_;
   std::uint64_t received_ = 0;
+  std::array<std::byte, trailer_size> trailer_{};
+  std::size_t trailer_len_ = 0;
   XxHash64 hash_;              // over [0, hashed_) of the body, read back from the file
   std::uint64_t hashed_ = 0;
   std::unique_ptr<std::byte[]> hash_buf_;

@@ -40,7 +40,7 @@ TEST(EchoServerArgs, DefaultsAndEveryOption) {
 TEST(EchoServerArgs, RejectsBadValuesWithAReason) {
   for (auto args : std::vector<std::vector<std::string>>{{"--port", "70000"},
                                                          {"--port", "12x"},
-                                                         {"--threads", "0"},
+                                                         {"--threads", "5000"},
                                                          {"--backend", "kqueue"},
                                                          {"--port"},
                                                          {"--frobnicate"}}) {

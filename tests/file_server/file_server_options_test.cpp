@@ -17,24 +17,26 @@ TEST(FileServerOptions, Defaults) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->port, 8080);
   EXPECT_EQ(o->bind, "0.0.0.0");
-  EXPECT_EQ(o->backend, "auto");
+  EXPECT_EQ(o->backend, BackendKind::automatic);
   EXPECT_TRUE(o->root.empty());
   EXPECT_EQ(o->threads, 0u);
+  EXPECT_EQ(o->idle_timeout_seconds, 60.0);
   EXPECT_FALSE(o->help);
 }
 
 TEST(FileServerOptions, AllOptionsBothSpellings) {
   std::string error;
   auto o = parse({"--root", "site", "--port=9090", "--bind", "::1", "--threads", "4",
-                  "--backend=epoll", "--max-header-bytes", "16384"},
+                  "--backend=epoll", "--max-header-bytes", "16384", "--idle-timeout", "2.5"},
                  error);
   ASSERT_TRUE(o) << error;
   EXPECT_EQ(o->root, "site");
   EXPECT_EQ(o->port, 9090);
   EXPECT_EQ(o->bind, "::1");
   EXPECT_EQ(o->threads, 4u);
-  EXPECT_EQ(o->backend, "epoll");
+  EXPECT_EQ(o->backend, BackendKind::epoll);
   EXPECT_EQ(o->max_header_bytes, 16384u);
+  EXPECT_EQ(o->idle_timeout_seconds, 2.5);
   EXPECT_TRUE(parse({"--help"}, error)->help);
   EXPECT_NE(file_server_usage().find("--root DIR"), std::string::npos);
 }
@@ -54,6 +56,8 @@ TEST(FileServerOptions, ClearErrors) {
            {{"--verbose"}, "unknown argument '--verbose' (see --help)"},
            {{"site"}, "unknown argument 'site' (see --help)"},
            {{"--max-header-bytes", "10"}, "invalid --max-header-bytes '10': expected 256-1048576"},
+           {{"--idle-timeout", "-1"}, "invalid --idle-timeout '-1': expected seconds, 0-86400"},
+           {{"--idle-timeout=nan"}, "invalid --idle-timeout 'nan': expected seconds, 0-86400"},
        }) {
     std::string error;
     EXPECT_FALSE(parse(c.args, error));

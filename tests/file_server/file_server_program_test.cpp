@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -200,6 +201,119 @@ TEST_P(FileServerProgramTest, CurlFetchesAPage) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_EQ(::pclose(p), 0);
   EXPECT_TRUE(out == "0123456789abcdefghij" + big_) << out.size() << " bytes";
+}
+
+// Connects to the server on loopback; -1 on failure. Receives time out after `timeout_s`.
+int connect_to(std::uint16_t port, int timeout_s) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads until end of stream; false if the receive timed out first (the server kept it open).
+bool read_until_closed(int fd, std::string& out) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      return true;
+    } else if (errno != EINTR) {
+      return errno == ECONNRESET;
+    }
+  }
+}
+
+TEST_P(FileServerProgramTest, IdleKeepAliveConnectionIsClosed) {
+  server_->signal(SIGTERM);
+  ASSERT_EQ(server_->wait(), 0);
+  start({"--root", root_.path().string(), "--idle-timeout", "0.5"});
+  int fd = connect_to(port_, 10);
+  ASSERT_GE(fd, 0);
+  std::string req = "GET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n";  // keep-alive
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string got;
+  // The answer, then nothing more: the server closes the idle connection (long before the
+  // 10 s receive timeout).
+  EXPECT_TRUE(read_until_closed(fd, got)) << got;
+  EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
+  EXPECT_TRUE(got.ends_with("0123456789abcdefghij")) << got;
+  ::close(fd);
+}
+
+TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
+  // A large file to a client that reads slowly but steadily: no write completes for longer
+  // than the idle timeout, yet the connection is not idle and the whole file arrives.
+  std::string large(6 * 1024 * 1024, '\0');
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 31 + i / 4096);
+  root_.write("large.bin", large);
+  server_->signal(SIGTERM);
+  ASSERT_EQ(server_->wait(), 0);
+  start({"--root", root_.path().string(), "--idle-timeout", "0.3"});
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int small = 32 * 1024;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port_);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string req = get("/large.bin");
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[16 * 1024];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+    ::usleep(5000);  // ~3 MB/s at most: a few seconds for the file
+  }
+  ::close(fd);
+  EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
+  EXPECT_TRUE(body_of(got) == large) << "got " << body_of(got).size() << " of " << large.size()
+                                     << " body bytes";
+}
+
+TEST_P(FileServerProgramTest, SlowlorisClientIsClosed) {
+  server_->signal(SIGTERM);
+  ASSERT_EQ(server_->wait(), 0);
+  start({"--root", root_.path().string(), "--idle-timeout", "0.5"});
+  int fd = connect_to(port_, 10);
+  ASSERT_GE(fd, 0);
+  // One byte every 100 ms never leaves the connection idle, but the head is never complete:
+  // the server closes it once the head has been pending for the timeout. 100 header bytes
+  // would take 10 s.
+  std::string head = "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: " + std::string(100, 'a');
+  bool closed = false;
+  for (char c : head) {
+    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
+      closed = true;  // reset by the server: closed
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char b;
+      ssize_t n = ::recv(fd, &b, 1, 0);
+      EXPECT_LE(n, 0) << "the server answered an incomplete request";
+      closed = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(closed) << "the connection stayed open for the whole slow request";
+  ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FileServerProgramTest,

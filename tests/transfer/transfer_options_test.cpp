@@ -76,7 +76,7 @@ TEST(TransferOptions, ClearErrors) {
            {{"send", "f", "--port", "1"}, "unknown option '--port' for send"},
            {{"recv", "--out", "x"}, "recv needs --port P"},
            {{"recv", "--port", "1"}, "recv needs --out PATH"},
-           {{"recv", "--port", "99999", "--out", "x"}, "invalid --port '99999' (expected 0-65535)"},
+           {{"recv", "--port", "99999", "--out", "x"}, "invalid --port '99999': expected 0-65535"},
            {{"recv", "--port", "1", "--out"}, "--out needs a value"},
            {{"recv", "--to", "h:1"}, "unknown option '--to' for recv"},
        }) {

@@ -33,6 +33,35 @@ TEST(TransferProtocol, HeaderLayoutIsBigEndianAndFixed) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()) + 32, 5), "a.txt");
 }
 
+TEST(TransferProtocol, ChecksumTrailerFlag) {
+  TransferHeader h;
+  h.name = "t.bin";
+  h.size = 77;
+  h.checksum = 0x1111;  // not sent: the trailer carries it
+  h.checksum_trailer = true;
+  auto b = bytes_of(encode_header(h));
+  EXPECT_EQ(static_cast<unsigned char>(b[5]), flag_checksum_trailer);
+  for (std::size_t i = 24; i < 32; ++i) EXPECT_EQ(static_cast<unsigned char>(b[i]), 0u) << i;
+  TransferHeader out;
+  auto r = decode_header(b, out);
+  ASSERT_EQ(r.status, DecodeStatus::complete) << r.error.message();
+  EXPECT_TRUE(out.checksum_trailer);
+  EXPECT_EQ(out.checksum, 0u);
+  // With the flag, a checksum in the header is a reserved field that is not zero.
+  b[31] = std::byte{1};
+  EXPECT_EQ(decode_header(b, out).error, make_error_code(TransferErrc::reserved_not_zero));
+  b[31] = std::byte{0};
+  b[5] = std::byte{flag_checksum_trailer | 0x02};
+  EXPECT_EQ(decode_header(b, out).error, make_error_code(TransferErrc::unknown_flags));
+
+  auto t = bytes_of(encode_trailer(0x0123456789ABCDEFULL));
+  ASSERT_EQ(t.size(), trailer_size);
+  EXPECT_EQ(static_cast<unsigned char>(t[0]), 0x01);
+  EXPECT_EQ(static_cast<unsigned char>(t[7]), 0xEF);
+  EXPECT_EQ(decode_trailer(std::span<const std::byte, trailer_size>(t.data(), trailer_size)),
+            0x0123456789ABCDEFULL);
+}
+
 TEST(TransferProtocol, RoundTripAndBodyBytesLeftAlone) {
   auto b = valid_header();
   b.push_back(std::byte{0x42});  // the body's first byte follows in the same read

@@ -45,6 +45,7 @@ class TransferSessionTest : public ::testing::Test {
       }
       ec = rx.on_body_bytes(buf);
       if (ec) return TransferStatus::write_failed;
+      rx.on_trailer_bytes(buf);
       EXPECT_FALSE(buf.has_remaining());
     }
     return rx.finish(ec);
@@ -92,6 +93,76 @@ TEST_F(TransferSessionTest, ReceivesInAnyPieceSizes) {
     EXPECT_EQ(rx.phase(), TransferReceiver::Phase::done);
     EXPECT_TRUE(dst_.read("data.bin") == body_) << piece;
     std::filesystem::remove(dst_ / "data.bin");
+  }
+}
+
+// The sender's bytes with the checksum as a trailer, hashed chunk by chunk as it would send.
+std::string trailer_stream(const std::string& path, std::size_t chunk, const std::string& body) {
+  std::error_code ec;
+  auto plan = prepare_send(path, ec, {}, ChecksumPlacement::trailer);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(plan.header.checksum_trailer);
+  std::string out(plan.header_bytes.string_view());
+  for (std::uint64_t off = 0; off < plan.size; off += chunk) {
+    auto n = std::min<std::uint64_t>(chunk, plan.size - off);
+    EXPECT_FALSE(plan.hash_chunk(off, n));
+  }
+  EXPECT_EQ(plan.bytes_hashed(), plan.size);
+  return out + body + std::string(plan.trailer().string_view());
+}
+
+TEST_F(TransferSessionTest, ChecksumTrailerHashesChunksInOrder) {
+  std::error_code ec;
+  auto plan = prepare_send(src_ / "data.bin", ec, {}, ChecksumPlacement::trailer);
+  ASSERT_FALSE(ec);
+  EXPECT_EQ(plan.header.checksum, 0u);
+  EXPECT_EQ(plan.hash_chunk(1000, 10), std::errc::invalid_argument);  // a gap
+  ASSERT_FALSE(plan.hash_chunk(0, 1000));
+  EXPECT_EQ(plan.hash_chunk(0, 10), std::errc::invalid_argument);  // again
+  EXPECT_EQ(plan.hash_chunk(1000, body_.size()), std::errc::invalid_argument);  // past the end
+  ASSERT_FALSE(plan.hash_chunk(1000, body_.size() - 1000));
+  auto trailer = plan.trailer();
+  std::array<std::byte, trailer_size> t{};
+  trailer.get(std::span(t));
+  EXPECT_EQ(decode_trailer(t), xxh64(body_));
+}
+
+TEST_F(TransferSessionTest, ChecksumTrailerReceivedInAnyPieceSizes) {
+  const auto bytes = trailer_stream(src_ / "data.bin", 65536, body_);
+  for (std::size_t piece : {1000u, 4096u, 299999u, 1000000u}) {
+    TransferReceiver rx(dst_.str());
+    std::error_code ec;
+    ASSERT_EQ(receive(rx, bytes, piece, ec), TransferStatus::ok) << piece << ": " << ec.message();
+    EXPECT_TRUE(dst_.read("data.bin") == body_) << piece;
+    std::filesystem::remove(dst_ / "data.bin");
+  }
+}
+
+TEST_F(TransferSessionTest, ChecksumTrailerMissingOrWrongFails) {
+  const auto bytes = trailer_stream(src_ / "data.bin", 100000, body_);
+  {
+    TransferReceiver rx(dst_.str());
+    std::error_code ec;
+    // Cut inside the trailer: the body is all there, the checksum is not.
+    EXPECT_EQ(receive(rx, bytes.substr(0, bytes.size() - 3), 4096, ec), TransferStatus::write_failed);
+    EXPECT_EQ(ec, TransferErrc::truncated);
+    EXPECT_TRUE(dst_.list().empty());
+  }
+  {
+    auto damaged = bytes;
+    damaged.back() ^= 1;
+    TransferReceiver rx(dst_.str());
+    std::error_code ec;
+    EXPECT_EQ(receive(rx, damaged, 4096, ec), TransferStatus::checksum_mismatch);
+    EXPECT_TRUE(dst_.list().empty());
+  }
+  {
+    src_.write("empty.bin", "");
+    TransferReceiver rx(dst_.str());
+    std::error_code ec;
+    EXPECT_EQ(receive(rx, trailer_stream(src_ / "empty.bin", 4096, ""), 5, ec), TransferStatus::ok)
+        << ec.message();
+    EXPECT_EQ(dst_.read("empty.bin"), "");
   }
 }
 

@@ -87,5 +87,28 @@ TEST(XxHash64, FileChecksumMatchesInMemory) {
   EXPECT_EQ(ec, std::errc::bad_file_descriptor);
 }
 
+// The file is hashed through mappings: one that shrinks while it is mapped must give an error,
+// not a SIGBUS. A mapping made before the truncation stands in for the race.
+TEST(XxHash64, FileShrinkingUnderTheMappingIsAnError) {
+  auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
+  int fd = ::mkstemp(path.data());
+  ASSERT_GE(fd, 0);
+  ::unlink(path.c_str());
+  const auto data = pattern(3 * 1024 * 1024);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  std::error_code ec;
+  XxHash64 h;
+  std::vector<std::byte> scratch(4096);
+  xxh64_file_update(h, fd, 0, data.size(), scratch, ec);
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(h.digest(), xxh64(data));
+  // Shrunk before the call: the end is found (pread), an error, no SIGBUS.
+  ASSERT_EQ(::ftruncate(fd, 1024 * 1024 + 100), 0);
+  XxHash64 h2;
+  xxh64_file_update(h2, fd, 0, data.size(), scratch, ec);
+  EXPECT_EQ(ec, std::errc::io_error);
+  ::close(fd);
+}
+
 }  // namespace
 }  // namespace niox::transfer

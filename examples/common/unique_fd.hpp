@@ -1,12 +1,13 @@
-// UniqueFd — sole owner of a file descriptor, closed on destruction (a stand-in until the
-// channels layer offers a public one).
+// UniqueFd — sole owner of a file descriptor, closed on destruction, movable (the example
+// programs' descriptor owner: the channels layer's FileChannel carries a whole Java API and the
+// transport's FileHandle is shared and immovable, neither fits a plain owned descriptor).
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace niox::http {
+namespace niox::examples {
 
 class UniqueFd {
  public:
@@ -39,4 +40,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace niox::http
+}  // namespace niox::examples

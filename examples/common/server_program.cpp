@@ -1,0 +1,154 @@
+#include "server_program.hpp"
+
+#include "command_line.hpp"
+
+#include <csignal>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include <pthread.h>
+
+namespace niox::examples {
+
+bool is_server_option(std::string_view name) noexcept {
+  return name == "--port" || name == "--bind" || name == "--threads" || name == "--backend";
+}
+
+OptionResult parse_server_option(std::string_view name, std::string_view value, ServerOptions& o,
+                                 std::string& error) {
+  if (name == "--port") {
+    if (!parse_number<std::uint16_t>(value, 0, 65535, o.port)) {
+      error = invalid_value(name, value, "expected 0-65535");
+      return OptionResult::invalid;
+    }
+  } else if (name == "--bind") {
+    if (value.empty()) {
+      error = invalid_value(name, value, "empty address");
+      return OptionResult::invalid;
+    }
+    o.bind = value;
+  } else if (name == "--threads") {
+    if (!parse_number<unsigned>(value, 0, 1024, o.threads)) {
+      error = invalid_value(name, value, "expected 0-1024");
+      return OptionResult::invalid;
+    }
+  } else if (name == "--backend") {
+    auto b = parse_backend(value);
+    if (!b) {
+      error = invalid_value(name, value, "expected auto, io_uring or epoll");
+      return OptionResult::invalid;
+    }
+    o.backend = *b;
+  } else {
+    return OptionResult::not_mine;
+  }
+  return OptionResult::ok;
+}
+
+std::string server_options_usage(const ServerOptions& d, std::size_t column, bool allow_unix) {
+  auto line = [column](std::string_view left, std::string_view text) {
+    std::string s = "  " + std::string(left);
+    s.append(s.size() < column ? column - s.size() : 1, ' ');
+    return s + std::string(text) + "\n";
+  };
+  std::string out;
+  out += line("--port P", "TCP port, 0 for any free port (default: " + std::to_string(d.port) + ")");
+  if (allow_unix) {
+    out += line("--bind ADDR", "IPv4/IPv6 address, or a Unix-domain socket path (/path or");
+    out += line("", "unix:path) (default: " + d.bind + ")");
+  } else {
+    out += line("--bind ADDR", "IPv4 or IPv6 address to listen on (default: " + d.bind + ")");
+  }
+  out += line("--threads N", "event loops, 0 for one per CPU (default: " +
+                                 (d.threads == 0 ? std::string("0") : std::to_string(d.threads)) + ")");
+  out += line("--backend B", std::string("auto, io_uring or epoll (default: ") +
+                                 std::string(to_string(d.backend)) + ")");
+  return out;
+}
+
+SocketAddress listen_address(const ServerOptions& o, bool allow_unix) {
+  if (allow_unix && o.bind.rfind("unix:", 0) == 0) {
+    return UnixDomainSocketAddress(o.bind.substr(5));
+  }
+  if (allow_unix && !o.bind.empty() && o.bind[0] == '/') {
+    return UnixDomainSocketAddress(o.bind);
+  }
+  return InetSocketAddress(o.bind, o.port);
+}
+
+int run_server(const ServerProgram& p) {
+  const auto& o = p.options;
+  if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
+    std::cerr << p.program << ": the " << to_string(o.backend)
+              << " backend is not available on this machine\n";
+    return 1;
+  }
+  SocketAddress where;
+  try {
+    where = listen_address(o, p.allow_unix);
+  } catch (const std::exception& e) {
+    std::cerr << p.program << ": bad --bind address '" << o.bind << "': " << e.what() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by sigwait below; block them before any loop thread exists, so that
+  // every thread inherits the mask and none is killed by them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    EventLoopGroup::Options worker_options;
+    worker_options.threads = o.threads;
+    worker_options.loop.backend = o.backend;
+    EventLoopGroup workers(worker_options);
+    std::unique_ptr<EventLoopGroup> acceptor;
+    if (p.own_acceptor) {
+      EventLoopGroup::Options acceptor_options;
+      acceptor_options.threads = 1;
+      acceptor_options.loop.backend = o.backend;
+      acceptor = std::make_unique<EventLoopGroup>(acceptor_options);
+    }
+
+    ServerBootstrap b;
+    if (acceptor) {
+      b.group(*acceptor, workers);
+    } else {
+      b.group(workers);
+    }
+    b.option(channel_option::so_backlog, 1024);
+    if (p.configure) {
+      p.configure(b, workers);
+    }
+    auto bound = b.bind(where);
+    if (auto ec = bound.await()) {
+      std::cerr << p.program << ": cannot listen on " << where.to_string() << ": " << ec.message()
+                << "\n";
+      return 1;
+    }
+    auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
+    auto local = server->local_address();
+    std::cout << (p.banner ? p.banner(local ? *local : where, workers)
+                           : p.program + " listening on " + (local ? *local : where).to_string())
+              << std::endl;
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    await_future(server->close());
+    workers.shutdown_gracefully();
+    if (acceptor) {
+      acceptor->shutdown_gracefully();
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << p.program << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace niox::examples

@@ -1,0 +1,70 @@
+// What every example server does around its pipeline: the --port/--bind/--threads/--backend
+// options, the start-up checks, listening, printing the bound address, and stopping cleanly on
+// SIGINT or SIGTERM.
+//
+//   ServerOptions common;                       // defaults per program
+//   ... in the option loop: if (auto r = parse_server_option(name, value, common, error)) ...
+//   return run_server({.program = "niox-echo-server", .options = common,
+//                      .configure = [](ServerBootstrap& b, EventLoopGroup& workers) {...},
+//                      .banner = [](const SocketAddress& a, EventLoopGroup& w) {...}});
+//
+// Exit status of run_server: 0 after a stop signal, 1 when the server cannot start (backend
+// unavailable, address in use, ...), 2 for a --bind that is not an address. Other usage errors
+// (2) are the caller's, before it runs.
+#pragma once
+
+#include <niox/channels/socket_address.hpp>
+#include <niox/loop/event_loop_group.hpp>
+#include <niox/transport/bootstrap.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace niox::examples {
+
+struct ServerOptions {
+  std::string bind = "0.0.0.0";  // an IP literal; with allow_unix, also /path or unix:path
+  std::uint16_t port = 8080;     // 0 picks a free port (printed at start-up)
+  unsigned threads = 0;          // worker event loops; 0: one per CPU
+  BackendKind backend = BackendKind::automatic;
+};
+
+enum class OptionResult { not_mine, ok, invalid };
+
+// Whether `name` is one of the options parse_server_option() takes.
+bool is_server_option(std::string_view name) noexcept;
+
+// Takes --port, --bind, --threads and --backend into `o`; not_mine for any other name. invalid
+// sets `error` ("invalid --port '70000': expected 0-65535").
+OptionResult parse_server_option(std::string_view name, std::string_view value, ServerOptions& o,
+                                 std::string& error);
+
+// The --help lines of the options above, aligned at `column`, with the program's defaults.
+std::string server_options_usage(const ServerOptions& defaults, std::size_t column,
+                                 bool allow_unix = false);
+
+// The address to listen on: an IPv4/IPv6 literal with the port, or (allow_unix) a Unix-domain
+// socket path given as "/path" or "unix:path". Throws std::invalid_argument on a bad address.
+SocketAddress listen_address(const ServerOptions& o, bool allow_unix = false);
+
+struct ServerProgram {
+  std::string program;  // the name in messages: "niox-echo-server: cannot listen on ..."
+  ServerOptions options;
+  bool allow_unix = false;  // --bind may name a Unix-domain socket
+  bool own_acceptor = true;  // a separate one-thread group accepts; else the workers do
+  // Sets child options and the child handler (the server socket has a backlog of 1024). Runs
+  // after the loops exist, before binding.
+  std::function<void(ServerBootstrap&, EventLoopGroup& workers)> configure;
+  // The line printed on stdout once listening (flushed: tests and scripts read it).
+  std::function<std::string(const SocketAddress& bound, EventLoopGroup& workers)> banner;
+};
+
+// Checks the backend, blocks SIGINT/SIGTERM (before any loop thread exists) and ignores
+// SIGPIPE, starts the loops, binds, prints the banner, waits for a stop signal, then closes the
+// server socket and shuts the loops down gracefully. Errors go to stderr as
+// "PROGRAM: what"; returns the exit status.
+int run_server(const ServerProgram& p);
+
+}  // namespace niox::examples
