@@ -1,10 +1,11 @@
 // The "gather" workload (BENCH.md): one message of N segments of S bytes, written through a
 // blocking niox::SocketChannel three ways:
 //
-//   gather      one gathering write of all segments (SocketChannel::write(span) -> sendmsg/writev)
+//   gather      one gathering write of all segments (SocketChannel::write(span): the library's
+//               path, which copies small segments together before sendmsg/send)
 //   copy+write  memcpy the segments into one buffer, then one write
 //   each        one write per segment
-//   raw writev  the floor: ::writev on the descriptor with a prebuilt iovec array, no niox
+//   raw writev  reference: ::writev on the descriptor with a prebuilt iovec array, no niox, no copy
 //
 // The sink is a UNIX stream socketpair drained by a reader thread, so every method meets the
 // same kernel path and the same consumer. Rounds of the three methods are interleaved (A B C A

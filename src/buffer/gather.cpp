@@ -55,6 +55,19 @@ std::size_t advance(std::span<ByteBuffer> buffers, std::size_t n) noexcept {
   return i;
 }
 
+std::size_t gather_iovecs(std::span<const ByteBuffer> buffers, std::span<iovec> out,
+                          std::size_t max_bytes, std::span<std::byte> scratch,
+                          std::size_t coalesce_max, std::size_t& bytes) noexcept {
+  GatherBuilder b(out, max_bytes, scratch, coalesce_max);
+  for (const auto& buf : buffers) {
+    if (!b.add(buf.bytes())) {
+      break;
+    }
+  }
+  bytes = b.bytes();
+  return b.iovec_count();
+}
+
 std::size_t total_remaining(std::span<const ByteBuffer> buffers) noexcept {
   std::size_t sum = 0;
   for (const auto& b : buffers) {

@@ -24,6 +24,14 @@ off_t to_off(std::uint64_t v) {
 }
 
 [[noreturn]] void throw_errno(const char* what) { throw std::system_error(detail::errno_code(), what); }
+
+// The throwing form of an error_code overload: runs io(ec) and throws what it reports.
+template <class Io>
+std::int64_t or_throw(const char* what, Io&& io) {
+  std::error_code ec;
+  auto n = io(ec);
+  return detail::throw_if(n, ec, what);
+}
 }  // namespace
 
 std::string_view to_string(TransferPath path) noexcept {
@@ -200,17 +208,13 @@ std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::error_code& ec)
 }
 
 std::int64_t FileChannel::read(ByteBuffer& dst, std::uint64_t position) {
-  std::error_code ec;
-  auto n = read(dst, position, ec);
-  return detail::throw_if(n, ec, "pread");
+  return or_throw("pread", [&](std::error_code& ec) { return read(dst, position, ec); });
 }
 std::int64_t FileChannel::read(ByteBuffer& dst, std::uint64_t position, std::error_code& ec) {
   return read(std::span<ByteBuffer>(&dst, 1), position, ec);
 }
 std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::uint64_t position) {
-  std::error_code ec;
-  auto n = read(dsts, position, ec);
-  return detail::throw_if(n, ec, "preadv");
+  return or_throw("preadv", [&](std::error_code& ec) { return read(dsts, position, ec); });
 }
 std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::uint64_t position,
                                std::error_code& ec) {
@@ -219,17 +223,13 @@ std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::uint64_t positio
 }
 
 std::int64_t FileChannel::write(ByteBuffer& src, std::uint64_t position) {
-  std::error_code ec;
-  auto n = write(src, position, ec);
-  return detail::throw_if(n, ec, "pwrite");
+  return or_throw("pwrite", [&](std::error_code& ec) { return write(src, position, ec); });
 }
 std::int64_t FileChannel::write(ByteBuffer& src, std::uint64_t position, std::error_code& ec) {
   return write(std::span<ByteBuffer>(&src, 1), position, ec);
 }
 std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::uint64_t position) {
-  std::error_code ec;
-  auto n = write(srcs, position, ec);
-  return detail::throw_if(n, ec, "pwritev");
+  return or_throw("pwritev", [&](std::error_code& ec) { return write(srcs, position, ec); });
 }
 std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::uint64_t position,
                                 std::error_code& ec) {

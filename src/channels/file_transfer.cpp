@@ -49,28 +49,14 @@ Step fail(Step s, int e) {
   return s;
 }
 
-// copy_file_range(in at in_off or its position, out at out_off or its position).
-Step via_copy_file_range(int in, off_t* in_off, int out, off_t* out_off, std::uint64_t count) {
+// The loop every path shares: `step(left)` moves up to `left` bytes (ssize_t result, errno on
+// failure) until `count` bytes moved, the source ends (0), a non-blocking peer would block, or
+// an error. EINTR is retried.
+template <class StepFn>
+Step pump(std::uint64_t count, StepFn step) {
   Step s;
   while (s.moved < count) {
-    ssize_t n = ::copy_file_range(in, in_off, out, out_off, chunk(count - s.moved), 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(s, errno);
-    }
-    if (n == 0) {
-      s.outcome = Outcome::eof;
-      return s;
-    }
-    s.moved += static_cast<std::uint64_t>(n);
-  }
-  return s;
-}
-
-Step via_sendfile(int in, off_t off, int out, std::uint64_t count) {
-  Step s;
-  while (s.moved < count) {
-    ssize_t n = ::sendfile(out, in, &off, chunk(count - s.moved));
+    ssize_t n = step(count - s.moved);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (detail::would_block(errno)) {
@@ -86,6 +72,18 @@ Step via_sendfile(int in, off_t off, int out, std::uint64_t count) {
     s.moved += static_cast<std::uint64_t>(n);
   }
   return s;
+}
+
+// copy_file_range(in at in_off or its position, out at out_off or its position). Only regular
+// files get here, which never report EAGAIN.
+Step via_copy_file_range(int in, off_t* in_off, int out, off_t* out_off, std::uint64_t count) {
+  return pump(count, [&](std::uint64_t left) {
+    return ::copy_file_range(in, in_off, out, out_off, chunk(left), 0);
+  });
+}
+
+Step via_sendfile(int in, off_t off, int out, std::uint64_t count) {
+  return pump(count, [&](std::uint64_t left) { return ::sendfile(out, in, &off, chunk(left)); });
 }
 
 // A pipe for splicing; 1 MiB when the system allows it, so each round trip moves more.
@@ -135,55 +133,32 @@ bool drain_pipe(int pipe_r, int out, off_t* out_off, std::size_t len, int& err) 
 // in (at *in_off or its position) -> pipe -> out (at *out_off or its position). When `in` is
 // itself a pipe the intermediate one is skipped.
 Step via_splice(int in, off_t* in_off, int out, off_t* out_off, std::uint64_t count, bool in_is_pipe) {
-  Step s;
   if (in_is_pipe) {
-    while (s.moved < count) {
-      ssize_t n = ::splice(in, nullptr, out, out_off, chunk(count - s.moved), SPLICE_F_MOVE);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (detail::would_block(errno)) {
-          s.outcome = Outcome::would_block;
-          return s;
-        }
-        return fail(s, errno);
-      }
-      if (n == 0) {
-        s.outcome = Outcome::eof;
-        return s;
-      }
-      s.moved += static_cast<std::uint64_t>(n);
-    }
-    return s;
+    return pump(count, [&](std::uint64_t left) {
+      return ::splice(in, nullptr, out, out_off, chunk(left), SPLICE_F_MOVE);
+    });
   }
   SplicePipe p;
   if (!p.open()) {
-    return fail(s, errno);
+    return fail(Step{}, errno);
   }
-  while (s.moved < count) {
-    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(count - s.moved, p.capacity));
+  return pump(count, [&](std::uint64_t left) -> ssize_t {
+    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, p.capacity));
     ssize_t n = ::splice(in, in_off, p.w, nullptr, want, SPLICE_F_MOVE | SPLICE_F_MORE);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (detail::would_block(errno)) {
-        s.outcome = Outcome::would_block;
-        return s;
-      }
-      return fail(s, errno);
-    }
-    if (n == 0) {
-      s.outcome = Outcome::eof;
-      return s;
+    if (n <= 0) {
+      return n;
     }
     int err = 0;
     if (!drain_pipe(p.r, out, out_off, static_cast<std::size_t>(n), err)) {
       // The bytes in the pipe are lost to the target; the source offset (explicit or not)
       // already moved past them, so report the error, never a silent gap. The first splice
-      // into an unsupported target is the common "cannot start" case.
-      return fail(s, err);
+      // into an unsupported target is the common "cannot start" case. drain_pipe retries
+      // EINTR and waits out EAGAIN itself, so err is neither.
+      errno = err;
+      return -1;
     }
-    s.moved += static_cast<std::uint64_t>(n);
-  }
-  return s;
+    return n;
+  });
 }
 
 bool is_regular(int fd) {

@@ -2,7 +2,6 @@
 #include <niox/transport/transport_error.hpp>
 
 #include <algorithm>
-#include <cstring>
 
 namespace niox {
 
@@ -101,46 +100,20 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   }
   scratch_.clear();
 
-  std::size_t budget = max_bytes_;
-  std::size_t n = 0;
-  bool last_is_scratch = false;
-  for (std::size_t i = 0; i < flushed_ && budget != 0; ++i) {
+  GatherBuilder builder(std::span<iovec>(iovecs_.data(), max_iovecs), max_bytes_,
+                        coalesce_threshold_ != 0 ? scratch_.writable_bytes() : std::span<std::byte>(),
+                        coalesce_threshold_);
+  for (std::size_t i = 0; i < flushed_; ++i) {
     auto* b = entries_[i].msg.get_if<ByteBuffer>();
     if (b == nullptr) {
       break;  // a file region or other message: written by its own path after these bytes
     }
-    std::size_t rem = b->remaining();
-    if (rem == 0) {
-      continue;
+    if (!builder.add(b->bytes())) {
+      break;
     }
-    std::size_t piece = std::min(rem, budget);
-    if (piece <= coalesce_threshold_ && scratch_.remaining() >= piece) {
-      // Copy the tiny piece next to its tiny neighbours: one iovec instead of many.
-      auto src = b->bytes().first(piece);
-      auto* dst = scratch_.writable_bytes().data();
-      std::memcpy(dst, src.data(), piece);
-      scratch_.position(scratch_.position() + piece);
-      if (last_is_scratch) {
-        iovecs_[n - 1].iov_len += piece;
-      } else {
-        if (n == max_iovecs) {
-          break;
-        }
-        iovecs_[n++] = iovec{dst, piece};
-        last_is_scratch = true;
-      }
-    } else {
-      if (n == max_iovecs) {
-        break;
-      }
-      n += gather_iovecs(std::span<const ByteBuffer>(b, 1), std::span<iovec>(iovecs_.data() + n, 1),
-                         budget);
-      last_is_scratch = false;
-    }
-    budget -= piece;
   }
-  out.iovecs = std::span<const iovec>(iovecs_.data(), n);
-  out.bytes = max_bytes_ - budget;
+  out.iovecs = builder.iovecs();
+  out.bytes = builder.bytes();
   return out;
 }
 

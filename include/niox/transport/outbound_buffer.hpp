@@ -89,8 +89,9 @@ class OutboundBuffer {
   // ---- Draining -----------------------------------------------------------------------------
   // ONE gathering write over the flushed prefix: at most `max_iovecs` iovecs (clamped to
   // IOV_MAX) and max_bytes_per_write() bytes, stopping in front of the first entry that is not
-  // a ByteBuffer. Completes leading zero-length buffers first. Pieces of at most
-  // coalesce_threshold() bytes are copied together into the scratch buffer.
+  // a ByteBuffer. Completes leading zero-length buffers first. Runs of two or more pieces of at
+  // most coalesce_threshold() bytes are copied together into the scratch buffer (GatherBuilder
+  // in buffer/gather.hpp); a full scratch ends the gather there, the next one goes on.
   GatherWrite gather(std::size_t max_iovecs = max_iovecs_per_call);
   // The kernel took `n` bytes of the last gather() (or of the file region at the head): advances
   // the entries by exactly n — a partly written buffer keeps its new position — and completes
