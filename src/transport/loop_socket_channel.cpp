@@ -1,3 +1,4 @@
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/loop_executor.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
@@ -41,9 +42,14 @@ std::optional<SocketAddress> address_of(int fd, bool peer) {
   }
 }
 
-// One receive-buffer allocator for every channel: it holds only the size table.
+// One receive-buffer allocator for every channel: it holds only the size table. Buffers come
+// from the pool of the thread that reads (the channel's loop); they go back to it when the
+// pipeline lets go of them, on whatever thread.
 const AdaptiveRecvBufferAllocator& recv_allocator() {
-  static const AdaptiveRecvBufferAllocator allocator;
+  static const AdaptiveRecvBufferAllocator allocator(
+      AdaptiveRecvBufferAllocator::default_minimum, AdaptiveRecvBufferAllocator::default_initial,
+      AdaptiveRecvBufferAllocator::default_maximum,
+      [](std::size_t n) { return BufferPool::for_this_thread().allocate(n); });
   return allocator;
 }
 
@@ -322,7 +328,8 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
   // the next bytes, and the batch (and the flush a handler does in channel_read_complete)
   // with it; so the rest of the batch is read here without waiting, until EAGAIN (Netty's
   // read loop).
-  while (more && recv_.continue_reading()) {
+  // AUTO_READ turned off by a handler during the batch ends it (Netty checks it live too).
+  while (more && recv_.continue_reading() && config().is_auto_read()) {
     ByteBuffer b = recv_.allocate();
     recv_.attempted_bytes_read(b.remaining());
     auto dst = b.writable_bytes();
