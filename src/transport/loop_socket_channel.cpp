@@ -365,6 +365,9 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
     end_read_batch();
     in_read_handler_ = false;
     if (fd_ >= 0) {
+      // The connection is gone (ECONNRESET...): the flushed writes fail with that cause, the
+      // unflushed ones with channel_closed when the channel closes below.
+      mutable_outbound_buffer().fail_flushed(ec);
       pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "read")));
       close_for_transport();
     }
