@@ -599,17 +599,32 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
 }
 
 void LoopServerSocketChannel::do_read_begin() {
-  if (accepting_ || fd_ < 0) {
+  if (fd_ < 0) {
+    return;
+  }
+  if (accepting_) {
+    resume_after_pause_ = pausing_;  // read() while the multishot accept is being stopped
     return;
   }
   accepting_ = true;
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  accept_op_ = loop_->accept_multishot(
-      fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  if (config().is_auto_read()) {
+    multishot_ = true;
+    accept_op_ = loop_->accept_multishot(
+        fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  } else {
+    // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
+    multishot_ = false;
+    accept_op_ = loop_->accept(fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  }
 }
 
 void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   if (fd >= 0) {
+    if (!multishot_) {
+      accepting_ = false;
+      accept_op_ = {};
+    }
     if (fd_ < 0) {
       ::close(fd);
       return;
@@ -624,13 +639,34 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
     }
     pipeline().fire_channel_read(Message(std::move(child)));
     pipeline().fire_channel_read_complete();
+    if (fd_ < 0) {
+      return;
+    }
+    if (multishot_ && !pausing_ && !config().is_auto_read()) {
+      // A handler turned AUTO_READ off: stop accepting (connections keep queueing in the
+      // kernel's backlog) until read() or AUTO_READ on.
+      pausing_ = true;
+      loop_->cancel(accept_op_);
+    } else if (!multishot_ && config().is_auto_read()) {
+      do_read_begin();
+    }
     return;
   }
   accepting_ = false;
   accept_op_ = {};
+  bool paused = pausing_;
+  pausing_ = false;
   if (fd_ < 0) {
     return;
   }
+  if (ec == operation_aborted() && paused) {
+    if (config().is_auto_read() || resume_after_pause_) {
+      resume_after_pause_ = false;
+      do_read_begin();
+    }
+    return;
+  }
+  resume_after_pause_ = false;
   if (ec == operation_aborted()) {
     close_for_transport();
     return;
@@ -638,8 +674,9 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   // EMFILE and friends: tell the pipeline, then try again a little later rather than spin.
   pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "accept")));
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  loop_->schedule(std::chrono::milliseconds(100), [s](std::error_code e) {
-    if (!e && s->fd_ >= 0 && s->config().is_auto_read()) {
+  bool requested = !multishot_;  // a failed single accept was asked for by read()
+  loop_->schedule(std::chrono::milliseconds(100), [s, requested](std::error_code e) {
+    if (!e && s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
       s->do_read_begin();
     }
   });
