@@ -6,10 +6,11 @@
 // flush, read, close...) may be called from any thread; everything else here says where.
 //
 // Reading: one receive buffer at a time is in the kernel, sized by the channel's
-// AdaptiveRecvBufferAllocator handle. Each filled buffer is fired as channel_read (the buffer
+// AdaptiveRecvBufferAllocator handle and taken from the loop thread's BufferPool (its bytes
+// beyond the limit are not zeroed). Each filled buffer is fired as channel_read (the buffer
 // then belongs to the pipeline). When a read filled its buffer, the batch goes on with
-// non-blocking reads on the loop thread until EAGAIN (or max_messages_per_read); then
-// channel_read_complete fires — never does a batch wait for bytes that have not arrived. With AUTO_READ off no new read is
+// non-blocking reads on the loop thread until EAGAIN (or max_messages_per_read, or a handler
+// turned AUTO_READ off); then channel_read_complete fires — never does a batch wait for bytes that have not arrived. With AUTO_READ off no new read is
 // started after a batch until read() is called, so the kernel buffers fill and the peer is
 // pushed back.
 //
