@@ -3,6 +3,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <span>
 
 namespace niox {
 
@@ -33,6 +39,167 @@ std::size_t size_table_index(std::size_t size) {
   return static_cast<std::size_t>(it - size_table.begin());
 }
 
+
+// ---- Pooled receive buffers ----------------------------------------------------------------
+//
+// A receive buffer lives from one read until the pipeline is done with it (an echo: until its
+// bytes were written back), then the next read wants one of about the same size. malloc +
+// zeroing + a shared_ptr control block per read is most of what a small read costs in user
+// space, so the default allocate function takes the memory and the control block from a
+// per-thread cache instead: blocks of power-of-two sizes (64 B .. 64 KiB), a bounded number
+// per size, handed back by whichever thread drops the last view (a block released on another
+// thread joins that thread's cache). Bytes beyond what a read stored are not zeroed (they are
+// outside [0, limit) after flip(); Netty's pooled buffers behave alike). Larger guesses get a
+// plain ByteBuffer::allocate().
+constexpr unsigned min_class_shift = 6;   // 64 B
+constexpr unsigned max_class_shift = 16;  // 64 KiB
+constexpr std::size_t class_count = max_class_shift - min_class_shift + 1;
+constexpr std::size_t cache_bytes_per_class = 1024 * 1024;
+constexpr std::size_t max_blocks_per_class = 256;
+constexpr std::size_t control_slot = 64;  // bytes of one shared_ptr control block slot
+constexpr std::size_t max_control_slots = 1024;
+
+struct FreeList {
+  struct Node {
+    Node* next;
+  };
+  Node* head = nullptr;
+  std::size_t count = 0;
+
+  void* pop() noexcept {
+    Node* n = head;
+    if (n != nullptr) {
+      head = n->next;
+      --count;
+    }
+    return n;
+  }
+  void push(void* p) noexcept {
+    auto* n = static_cast<Node*>(p);
+    n->next = head;
+    head = n;
+    ++count;
+  }
+  void release() noexcept {
+    while (void* p = pop()) {
+      std::free(p);
+    }
+  }
+};
+
+// 0: not yet created on this thread, 1: alive, 2: destroyed (thread exit).
+thread_local constinit int cache_state = 0;
+
+struct BlockCache {
+  std::array<FreeList, class_count> blocks;
+  FreeList controls;
+  BlockCache() noexcept { cache_state = 1; }
+  ~BlockCache() {
+    cache_state = 2;
+    for (auto& f : blocks) {
+      f.release();
+    }
+    controls.release();
+  }
+};
+
+BlockCache* block_cache() noexcept {
+  if (cache_state == 2) {
+    return nullptr;  // the thread is exiting: plain malloc/free from here on
+  }
+  thread_local BlockCache cache;
+  return &cache;
+}
+
+constexpr std::size_t class_size(unsigned cls) noexcept {
+  return std::size_t{1} << (cls + min_class_shift);
+}
+constexpr std::size_t class_limit(unsigned cls) noexcept {
+  return std::min(max_blocks_per_class, cache_bytes_per_class / class_size(cls));
+}
+
+void* take_block(unsigned cls) {
+  if (auto* c = block_cache()) {
+    if (void* p = c->blocks[cls].pop()) {
+      return p;
+    }
+  }
+  void* p = std::malloc(class_size(cls));
+  if (p == nullptr) {
+    throw std::bad_alloc();
+  }
+  return p;
+}
+
+void give_block(unsigned cls, void* p) noexcept {
+  auto* c = block_cache();
+  if (c != nullptr && c->blocks[cls].count < class_limit(cls)) {
+    c->blocks[cls].push(p);
+  } else {
+    std::free(p);
+  }
+}
+
+struct BlockDeleter {
+  unsigned cls;
+  void operator()(void* p) const noexcept { give_block(cls, p); }
+};
+
+// Allocates shared_ptr control blocks from the cache's fixed-size slots.
+template <class T>
+struct ControlAllocator {
+  using value_type = T;
+  ControlAllocator() noexcept = default;
+  template <class U>
+  ControlAllocator(const ControlAllocator<U>&) noexcept {}  // NOLINT: rebinding
+
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t));
+    if (n == 1 && sizeof(T) <= control_slot) {
+      if (auto* c = block_cache()) {
+        if (void* p = c->controls.pop()) {
+          return static_cast<T*>(p);
+        }
+      }
+      void* p = std::malloc(control_slot);
+      if (p == nullptr) {
+        throw std::bad_alloc();
+      }
+      return static_cast<T*>(p);
+    }
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n == 1 && sizeof(T) <= control_slot) {
+      auto* c = block_cache();
+      if (c != nullptr && c->controls.count < max_control_slots) {
+        c->controls.push(p);
+      } else {
+        std::free(p);
+      }
+      return;
+    }
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const ControlAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+ByteBuffer allocate_pooled(std::size_t n) {
+  if (n == 0 || n > class_size(class_count - 1)) {
+    return ByteBuffer::allocate(n);
+  }
+  unsigned width = static_cast<unsigned>(std::bit_width(n - 1));
+  unsigned cls = width <= min_class_shift ? 0 : width - min_class_shift;
+  void* block = take_block(cls);
+  // On failure this constructor hands the block to the deleter itself.
+  std::shared_ptr<void> owner(block, BlockDeleter{cls}, ControlAllocator<char>());
+  return ByteBuffer::wrap_shared(std::span<std::byte>(static_cast<std::byte*>(block), n),
+                                 std::move(owner));
+}
+
 }  // namespace
 
 AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, std::size_t initial,
@@ -49,7 +216,7 @@ AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, st
   }
   initial_index_ = std::clamp(size_table_index(initial), min_index_, max_index_);
   if (!allocate_) {
-    allocate_ = [](std::size_t n) { return ByteBuffer::allocate(n); };
+    allocate_ = allocate_pooled;
   }
 }
 
