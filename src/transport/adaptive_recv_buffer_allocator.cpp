@@ -1,13 +1,12 @@
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
 #include <niox/transport/channel.hpp>
 
+#include "transport/block_cache.hpp"
+
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
-#include <new>
 #include <span>
 
 namespace niox {
@@ -45,107 +44,17 @@ std::size_t size_table_index(std::size_t size) {
 // A receive buffer lives from one read until the pipeline is done with it (an echo: until its
 // bytes were written back), then the next read wants one of about the same size. malloc +
 // zeroing + a shared_ptr control block per read is most of what a small read costs in user
-// space, so the default allocate function takes the memory and the control block from a
-// per-thread cache instead: blocks of power-of-two sizes (64 B .. 64 KiB), a bounded number
-// per size, handed back by whichever thread drops the last view (a block released on another
-// thread joins that thread's cache). Bytes beyond what a read stored are not zeroed (they are
-// outside [0, limit) after flip(); Netty's pooled buffers behave alike). Larger guesses get a
-// plain ByteBuffer::allocate().
-constexpr unsigned min_class_shift = 6;   // 64 B
-constexpr unsigned max_class_shift = 16;  // 64 KiB
-constexpr std::size_t class_count = max_class_shift - min_class_shift + 1;
-constexpr std::size_t cache_bytes_per_class = 1024 * 1024;
-constexpr std::size_t max_blocks_per_class = 256;
-constexpr std::size_t control_slot = 64;  // bytes of one shared_ptr control block slot
-constexpr std::size_t max_control_slots = 1024;
-
-struct FreeList {
-  struct Node {
-    Node* next;
-  };
-  Node* head = nullptr;
-  std::size_t count = 0;
-
-  void* pop() noexcept {
-    Node* n = head;
-    if (n != nullptr) {
-      head = n->next;
-      --count;
-    }
-    return n;
-  }
-  void push(void* p) noexcept {
-    auto* n = static_cast<Node*>(p);
-    n->next = head;
-    head = n;
-    ++count;
-  }
-  void release() noexcept {
-    while (void* p = pop()) {
-      std::free(p);
-    }
-  }
-};
-
-// 0: not yet created on this thread, 1: alive, 2: destroyed (thread exit).
-thread_local constinit int cache_state = 0;
-
-struct BlockCache {
-  std::array<FreeList, class_count> blocks;
-  FreeList controls;
-  BlockCache() noexcept { cache_state = 1; }
-  ~BlockCache() {
-    cache_state = 2;
-    for (auto& f : blocks) {
-      f.release();
-    }
-    controls.release();
-  }
-};
-
-BlockCache* block_cache() noexcept {
-  if (cache_state == 2) {
-    return nullptr;  // the thread is exiting: plain malloc/free from here on
-  }
-  thread_local BlockCache cache;
-  return &cache;
-}
-
-constexpr std::size_t class_size(unsigned cls) noexcept {
-  return std::size_t{1} << (cls + min_class_shift);
-}
-constexpr std::size_t class_limit(unsigned cls) noexcept {
-  return std::min(max_blocks_per_class, cache_bytes_per_class / class_size(cls));
-}
-
-void* take_block(unsigned cls) {
-  if (auto* c = block_cache()) {
-    if (void* p = c->blocks[cls].pop()) {
-      return p;
-    }
-  }
-  void* p = std::malloc(class_size(cls));
-  if (p == nullptr) {
-    throw std::bad_alloc();
-  }
-  return p;
-}
-
-void give_block(unsigned cls, void* p) noexcept {
-  auto* c = block_cache();
-  if (c != nullptr && c->blocks[cls].count < class_limit(cls)) {
-    c->blocks[cls].push(p);
-  } else {
-    std::free(p);
-  }
-}
+// space, so the default allocate function takes the memory and the control block from the
+// per-thread block cache instead (block_cache.hpp). Bytes beyond what a read stored are not
+// zeroed (they are outside [0, limit) after flip(); Netty's pooled buffers behave alike).
+// Guesses above 64 KiB get a plain ByteBuffer::allocate().
 
 struct BlockDeleter {
   unsigned cls;
-  void operator()(void* p) const noexcept { give_block(cls, p); }
+  void operator()(void* p) const noexcept { detail::give_block(cls, p); }
 };
 
-// Allocates shared_ptr control blocks from the cache's fixed-size slots.
+// Allocates shared_ptr control blocks from the cache's smallest blocks.
 template <class T>
 struct ControlAllocator {
   using value_type = T;
@@ -155,28 +64,14 @@ struct ControlAllocator {
 
   T* allocate(std::size_t n) {
     static_assert(alignof(T) <= alignof(std::max_align_t));
-    if (n == 1 && sizeof(T) <= control_slot) {
-      if (auto* c = block_cache()) {
-        if (void* p = c->controls.pop()) {
-          return static_cast<T*>(p);
-        }
-      }
-      void* p = std::malloc(control_slot);
-      if (p == nullptr) {
-        throw std::bad_alloc();
-      }
-      return static_cast<T*>(p);
+    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
+      return static_cast<T*>(detail::take_block(0));
     }
     return std::allocator<T>().allocate(n);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n == 1 && sizeof(T) <= control_slot) {
-      auto* c = block_cache();
-      if (c != nullptr && c->controls.count < max_control_slots) {
-        c->controls.push(p);
-      } else {
-        std::free(p);
-      }
+    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
+      detail::give_block(0, p);
       return;
     }
     std::allocator<T>().deallocate(p, n);
@@ -188,12 +83,11 @@ struct ControlAllocator {
 };
 
 ByteBuffer allocate_pooled(std::size_t n) {
-  if (n == 0 || n > class_size(class_count - 1)) {
+  if (n == 0 || n > detail::block_class_size(detail::block_class_count - 1)) {
     return ByteBuffer::allocate(n);
   }
-  unsigned width = static_cast<unsigned>(std::bit_width(n - 1));
-  unsigned cls = width <= min_class_shift ? 0 : width - min_class_shift;
-  void* block = take_block(cls);
+  unsigned cls = detail::block_class_of(n);
+  void* block = detail::take_block(cls);
   // On failure this constructor hands the block to the deleter itself.
   std::shared_ptr<void> owner(block, BlockDeleter{cls}, ControlAllocator<char>());
   return ByteBuffer::wrap_shared(std::span<std::byte>(static_cast<std::byte*>(block), n),
