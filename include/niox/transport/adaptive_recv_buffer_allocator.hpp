@@ -20,8 +20,9 @@
 //   } while (h.continue_reading());
 //   h.read_complete();  fire channel_read_complete
 //
-// Buffers come from an allocate function (a pool in production); the allocator itself holds no
-// memory.
+// Buffers come from an allocate function; the allocator itself holds no memory. The default one
+// takes them from a per-thread pool (no malloc, no zeroing once warm): the bytes of a fresh
+// buffer are unspecified, [0, limit) after a read and flip() is what the read stored.
 #pragma once
 
 #include <niox/buffer/byte_buffer.hpp>
