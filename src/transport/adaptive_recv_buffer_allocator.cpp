@@ -1,7 +1,7 @@
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
 #include <niox/transport/channel.hpp>
 
-#include "transport/block_cache.hpp"
+#include "buffer/block_cache.hpp"
 
 #include <algorithm>
 #include <array>
@@ -83,7 +83,7 @@ struct ControlAllocator {
 };
 
 ByteBuffer allocate_pooled(std::size_t n) {
-  if (n == 0 || n > detail::block_class_size(detail::block_class_count - 1)) {
+  if (n == 0 || n > detail::max_block_size) {
     return ByteBuffer::allocate(n);
   }
   unsigned cls = detail::block_class_of(n);
