@@ -2,10 +2,35 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define NIOX_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NIOX_TEST_ASAN 1
+#endif
+#endif
+#ifdef NIOX_TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 using namespace niox;
+
+namespace {
+
+const std::byte* base_of(const ByteBuffer& b) { return b.bytes().data() - b.position(); }
+
+// Runs f on a fresh thread, whose pool starts empty.
+template <class F>
+void on_new_thread(F f) {
+  std::thread t(std::move(f));
+  t.join();
+}
+
+}  // namespace
 
 TEST(BufferPool, SizeClassesArePowersOfTwoFromSixtyFourToSixtyFourKibibytes) {
   EXPECT_EQ(BufferPool::class_size(0), 64u);
@@ -19,72 +44,127 @@ TEST(BufferPool, SizeClassesArePowersOfTwoFromSixtyFourToSixtyFourKibibytes) {
 }
 
 TEST(BufferPool, ReleasedBlocksAreReusedAndTheCapacityIsWhatWasAsked) {
-  BufferPool pool;
-  const std::byte* first;
-  {
-    ByteBuffer b = pool.allocate(1000);
-    EXPECT_EQ(b.capacity(), 1000u);
-    EXPECT_EQ(b.position(), 0u);
-    EXPECT_EQ(b.limit(), 1000u);
-    EXPECT_FALSE(b.is_read_only());
-    b.put_int(42);
-    first = b.bytes().data() - 4;
-    EXPECT_EQ(pool.stats().outstanding_bytes, 1024u);
-    // A view keeps the block out of the pool.
-    ByteBuffer view = b.duplicate();
-    b = ByteBuffer();
-    EXPECT_EQ(pool.stats().cached_bytes, 0u);
-  }
-  auto s = pool.stats();
-  EXPECT_EQ(s.cached_bytes, 1024u);
-  EXPECT_EQ(s.outstanding_bytes, 0u);
-  ByteBuffer again = pool.allocate(900);  // same class
-  EXPECT_EQ(static_cast<const std::byte*>(again.bytes().data()), first);
-  s = pool.stats();
-  EXPECT_EQ(s.allocations, 2u);
-  EXPECT_EQ(s.reused, 1u);
-  EXPECT_EQ(s.cached_bytes, 0u);
+  on_new_thread([] {
+    BufferPool& pool = BufferPool::for_this_thread();
+    const std::byte* first;
+    {
+      ByteBuffer b = pool.allocate(1000);
+      EXPECT_EQ(b.capacity(), 1000u);
+      EXPECT_EQ(b.position(), 0u);
+      EXPECT_EQ(b.limit(), 1000u);
+      EXPECT_FALSE(b.is_read_only());
+      b.put_int(42);
+      first = base_of(b);
+      // A view keeps the block out of the pool.
+      ByteBuffer view = b.duplicate();
+      b = ByteBuffer();
+      EXPECT_EQ(view.get_int(0), 42);
+      ByteBuffer other = pool.allocate(900);  // same class, but the block is still in use
+      EXPECT_NE(base_of(other), first);
+    }
+    auto s = pool.stats();
+    EXPECT_EQ(s.allocations, 2u);
+    EXPECT_EQ(s.reused, 0u);
+    EXPECT_GE(s.cached_bytes, 2u * 1024);
+    ByteBuffer again = pool.allocate(900);  // same class: a cached block
+    EXPECT_EQ(again.capacity(), 900u);
+    EXPECT_EQ(base_of(again), first);
+    s = pool.stats();
+    EXPECT_EQ(s.allocations, 3u);
+    EXPECT_EQ(s.reused, 1u);
+  });
+}
+
+TEST(BufferPool, PooledBytesAreNotZeroFilled) {
+  on_new_thread([] {
+    BufferPool& pool = BufferPool::for_this_thread();
+    const std::byte* first;
+    {
+      ByteBuffer b = pool.allocate(256);
+      std::memset(b.writable_bytes().data(), 0xab, b.capacity());
+      first = base_of(b);
+    }
+    ByteBuffer again = pool.allocate(256);
+    ASSERT_EQ(base_of(again), first);
+    // What the earlier user left is still there (past the cache's own bookkeeping at the start).
+    EXPECT_EQ(again.get(255), std::uint8_t{0xab});
+  });
 }
 
 TEST(BufferPool, TheCacheOfAClassIsBoundedAndLargeRequestsAreNotPooled) {
-  BufferPool pool(64 * 1024);  // at most 64 KiB of free blocks per class
-  {
-    std::vector<ByteBuffer> bufs;
-    for (int i = 0; i < 100; ++i) bufs.push_back(pool.allocate(4096));
-    EXPECT_EQ(pool.stats().outstanding_bytes, 100u * 4096);
-  }
-  EXPECT_EQ(pool.stats().cached_bytes, 64u * 1024);
-  ByteBuffer big = pool.allocate(1 << 20);
-  EXPECT_EQ(big.capacity(), 1u << 20);
-  EXPECT_EQ(pool.stats().unpooled, 1u);
-  pool.trim();
-  EXPECT_EQ(pool.stats().cached_bytes, 0u);
+  on_new_thread([] {
+    BufferPool& pool = BufferPool::for_this_thread();
+    constexpr std::size_t size = BufferPool::max_class_size;
+    constexpr std::size_t kept = BufferPool::max_cached_bytes_per_class / size;  // 16
+    {
+      std::vector<ByteBuffer> bufs;
+      for (std::size_t i = 0; i < 2 * kept; ++i) bufs.push_back(pool.allocate(size));
+    }
+    EXPECT_GE(pool.stats().cached_bytes, kept * size);
+    auto before = pool.stats();
+    {
+      std::vector<ByteBuffer> bufs;
+      for (std::size_t i = 0; i < 2 * kept; ++i) bufs.push_back(pool.allocate(size));
+    }
+    EXPECT_EQ(pool.stats().reused - before.reused, kept) << "only " << kept << " blocks were kept";
+
+    ByteBuffer big = pool.allocate(size + 1);
+    EXPECT_EQ(big.capacity(), size + 1);
+    EXPECT_EQ(big.position(), 0u);
+    EXPECT_EQ(pool.stats().unpooled, 1u);
+    EXPECT_EQ(pool.stats().allocations, 4 * kept);
+  });
 }
 
-TEST(BufferPool, BuffersMayBeReleasedOnAnotherThreadAndOutliveThePool) {
+TEST(BufferPool, ABufferReleasedOnAnotherThreadGoesToThatThreadsPool) {
   std::vector<ByteBuffer> bufs;
-  {
-    BufferPool pool;
-    for (int i = 0; i < 64; ++i) bufs.push_back(pool.allocate(static_cast<std::size_t>(64 << (i % 8))));
-    std::thread t([moved = std::move(bufs)]() mutable {
-      for (auto& b : moved) b.put(std::uint8_t{1});
-      moved.clear();
-    });
-    t.join();
-    EXPECT_EQ(pool.stats().outstanding_bytes, 0u);
-    EXPECT_GT(pool.stats().cached_bytes, 0u);
-    bufs.push_back(pool.allocate(100));
+  for (int i = 0; i < 64; ++i) {
+    bufs.push_back(BufferPool::for_this_thread().allocate(static_cast<std::size_t>(64 << (i % 8))));
   }
-  // The pool object is gone; the buffer still owns its block (ASan checks the rest).
-  bufs.back().put_long(7);
-  bufs.clear();
+  // The last 2048-byte buffer released below: the one that thread's cache hands out first.
+  const std::byte* moved_block = base_of(bufs[61]);
+  on_new_thread([moved = std::move(bufs), moved_block]() mutable {
+    for (auto& b : moved) b.put(std::uint8_t{1});
+    for (auto& b : moved) b = ByteBuffer();  // released in order, on this thread
+    BufferPool& pool = BufferPool::for_this_thread();
+    ByteBuffer b = pool.allocate(2000);
+    EXPECT_EQ(base_of(b), moved_block);
+    EXPECT_EQ(pool.stats().reused, 1u);
+  });
+  // A buffer may also outlive the thread that allocated it.
+  ByteBuffer survivor;
+  on_new_thread([&survivor] { survivor = BufferPool::for_this_thread().allocate(100); });
+  survivor.put_long(7);
+  survivor.flip();
+  EXPECT_EQ(survivor.get_long(), 7);
 }
 
 TEST(BufferPool, EachThreadHasItsOwnPool) {
   BufferPool* mine = &BufferPool::for_this_thread();
   BufferPool* other = nullptr;
-  std::thread t([&] { other = &BufferPool::for_this_thread(); });
-  t.join();
+  on_new_thread([&] { other = &BufferPool::for_this_thread(); });
   EXPECT_NE(mine, other);
   EXPECT_EQ(mine, &BufferPool::for_this_thread());
+}
+
+TEST(BufferPool, AReleasedBlockIsPoisonedUnderAddressSanitizer) {
+#ifndef NIOX_TEST_ASAN
+  GTEST_SKIP() << "built without AddressSanitizer";
+#else
+  on_new_thread([] {
+    BufferPool& pool = BufferPool::for_this_thread();
+    const std::byte* first;
+    {
+      ByteBuffer b = pool.allocate(1000);
+      first = base_of(b);
+      EXPECT_EQ(__asan_address_is_poisoned(first + 100), 0);
+    }
+    EXPECT_NE(__asan_address_is_poisoned(first + 100), 0);
+    EXPECT_NE(__asan_address_is_poisoned(first + 1023), 0);
+    ByteBuffer again = pool.allocate(1000);
+    ASSERT_EQ(base_of(again), first);
+    EXPECT_EQ(__asan_address_is_poisoned(first + 100), 0);
+    EXPECT_EQ(__asan_address_is_poisoned(first + 999), 0);
+  });
+#endif
 }

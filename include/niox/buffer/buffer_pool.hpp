@@ -5,23 +5,27 @@
 //
 // Sizes are rounded up to a power of two from min_class_size (64) to max_class_size (64 KiB)
 // for the block; the buffer's capacity is exactly the size asked for. Larger requests are
-// plain ByteBuffer::allocate(). When the last view of a pooled buffer is gone its block goes
-// back to the pool it came from, from any thread, or is freed when that class already caches
-// max_cached_bytes_per_class. A pool lives as long as its last outstanding buffer.
+// plain ByteBuffer::allocate().
+//
+// Who owns what: each thread has one pool, a cache of free blocks per size class. allocate()
+// takes a block and the buffer's shared_ptr control block from the calling thread's cache, so
+// once warm it costs no malloc and no lock. The buffer (and every view of it) owns the block;
+// when the last view is gone the block goes to the cache of the thread that dropped it, which
+// keeps at most max_cached_bytes_per_class (and max_cached_blocks_per_class blocks) per class
+// and frees the rest. A thread's cached blocks are freed when the thread exits; buffers still
+// alive then stay valid.
 //
 // Unlike ByteBuffer::allocate(), the bytes of a pooled buffer are NOT zero-filled: they may
 // hold what an earlier user of the block left there. Read only what was written.
 //
-// Threads: allocate() and releases may happen on any thread (a mutex per pool, taken once per
-// allocate and release); for_this_thread() gives each thread its own pool so event loops do
-// not share one.
+// Threads: call allocate() and stats() on the pool of the calling thread (for_this_thread());
+// buffers may be passed to and released on any thread.
 #pragma once
 
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace niox {
 
@@ -29,36 +33,38 @@ class BufferPool {
  public:
   static constexpr std::size_t min_class_size = 64;
   static constexpr std::size_t max_class_size = 64 * 1024;
-  static constexpr std::size_t default_max_cached_bytes_per_class = 512 * 1024;
+  static constexpr std::size_t max_cached_bytes_per_class = 1024 * 1024;
+  static constexpr std::size_t max_cached_blocks_per_class = 256;
 
+  // Counters of this thread's pool (plain counters: no atomics, no locks).
   struct Stats {
-    std::uint64_t allocations = 0;   // allocate() calls served from a size class
-    std::uint64_t reused = 0;        // ... of which took a cached block
-    std::uint64_t unpooled = 0;      // allocate() calls above max_class_size
-    std::size_t cached_bytes = 0;    // free blocks held now
-    std::size_t outstanding_bytes = 0;  // blocks held by live buffers now
+    std::uint64_t allocations = 0;  // allocate() calls served from a size class
+    std::uint64_t reused = 0;       // ... of which took a cached block
+    std::uint64_t unpooled = 0;     // allocate() calls above max_class_size
+    // Free blocks this thread's cache holds now, all classes (the cache also keeps the buffers'
+    // shared_ptr control blocks and other small objects of the library).
+    std::size_t cached_bytes = 0;
   };
 
-  explicit BufferPool(std::size_t max_cached_bytes_per_class = default_max_cached_bytes_per_class);
-  // Copies share the same pool.
-  BufferPool(const BufferPool&) = default;
-  BufferPool& operator=(const BufferPool&) = default;
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
 
-  // The calling thread's pool (created on first use).
-  static BufferPool& for_this_thread();
+  // The calling thread's pool.
+  static BufferPool& for_this_thread() noexcept;
 
-  // A buffer of capacity n (position 0, limit n). Throws std::bad_alloc.
+  // A buffer of capacity n (position 0, limit n), bytes unspecified. Throws std::bad_alloc.
   ByteBuffer allocate(std::size_t n);
-  Stats stats() const;
-  // Frees the cached blocks (outstanding ones come back later as usual).
-  void trim();
+  Stats stats() const noexcept;
 
   // The block size that serves a request of n bytes (0 when n is above max_class_size).
   static std::size_t class_size(std::size_t n) noexcept;
 
  private:
-  class Arena;
-  std::shared_ptr<Arena> arena_;
+  constexpr BufferPool() noexcept = default;
+
+  std::uint64_t allocations_ = 0;
+  std::uint64_t reused_ = 0;
+  std::uint64_t unpooled_ = 0;
 };
 
 }  // namespace niox
