@@ -1,13 +1,10 @@
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/channel.hpp>
-
-#include "buffer/block_cache.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
-#include <memory>
-#include <span>
 
 namespace niox {
 
@@ -38,60 +35,14 @@ std::size_t size_table_index(std::size_t size) {
   return static_cast<std::size_t>(it - size_table.begin());
 }
 
-
-// ---- Pooled receive buffers ----------------------------------------------------------------
-//
-// A receive buffer lives from one read until the pipeline is done with it (an echo: until its
-// bytes were written back), then the next read wants one of about the same size. malloc +
-// zeroing + a shared_ptr control block per read is most of what a small read costs in user
-// space, so the default allocate function takes the memory and the control block from the
-// per-thread block cache instead (block_cache.hpp). Bytes beyond what a read stored are not
-// zeroed (they are outside [0, limit) after flip(); Netty's pooled buffers behave alike).
-// Guesses above 64 KiB get a plain ByteBuffer::allocate().
-
-struct BlockDeleter {
-  unsigned cls;
-  void operator()(void* p) const noexcept { detail::give_block(cls, p); }
-};
-
-// Allocates shared_ptr control blocks from the cache's smallest blocks.
-template <class T>
-struct ControlAllocator {
-  using value_type = T;
-  ControlAllocator() noexcept = default;
-  template <class U>
-  ControlAllocator(const ControlAllocator<U>&) noexcept {}  // NOLINT: rebinding
-
-  T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= alignof(std::max_align_t));
-    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
-      return static_cast<T*>(detail::take_block(0));
-    }
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
-      detail::give_block(0, p);
-      return;
-    }
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const ControlAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-
-ByteBuffer allocate_pooled(std::size_t n) {
-  if (n == 0 || n > detail::max_block_size) {
-    return ByteBuffer::allocate(n);
-  }
-  unsigned cls = detail::block_class_of(n);
-  void* block = detail::take_block(cls);
-  // On failure this constructor hands the block to the deleter itself.
-  std::shared_ptr<void> owner(block, BlockDeleter{cls}, ControlAllocator<char>());
-  return ByteBuffer::wrap_shared(std::span<std::byte>(static_cast<std::byte*>(block), n),
-                                 std::move(owner));
+// The default allocate function: the reading thread's BufferPool, whose blocks and shared_ptr
+// control blocks come from a per-thread cache. A receive buffer lives from one read until the
+// pipeline is done with it (an echo: until its bytes were written back), then the next read
+// wants one of about the same size; so once warm a read costs no malloc and no zeroing. Bytes
+// beyond what a read stored are not zeroed (they are outside [0, limit) after flip(); Netty's
+// pooled buffers behave alike). Guesses above 64 KiB get a plain ByteBuffer::allocate().
+ByteBuffer allocate_from_thread_pool(std::size_t n) {
+  return BufferPool::for_this_thread().allocate(n);
 }
 
 }  // namespace
@@ -110,7 +61,7 @@ AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, st
   }
   initial_index_ = std::clamp(size_table_index(initial), min_index_, max_index_);
   if (!allocate_) {
-    allocate_ = allocate_pooled;
+    allocate_ = allocate_from_thread_pool;
   }
 }
 

@@ -1,4 +1,3 @@
-#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/loop_executor.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
@@ -43,13 +42,10 @@ std::optional<SocketAddress> address_of(int fd, bool peer) {
 }
 
 // One receive-buffer allocator for every channel: it holds only the size table. Buffers come
-// from the pool of the thread that reads (the channel's loop); they go back to it when the
-// pipeline lets go of them, on whatever thread.
+// from the BufferPool of the thread that reads (the channel's loop); their blocks go back to the
+// pool of whichever thread lets go of them last.
 const AdaptiveRecvBufferAllocator& recv_allocator() {
-  static const AdaptiveRecvBufferAllocator allocator(
-      AdaptiveRecvBufferAllocator::default_minimum, AdaptiveRecvBufferAllocator::default_initial,
-      AdaptiveRecvBufferAllocator::default_maximum,
-      [](std::size_t n) { return BufferPool::for_this_thread().allocate(n); });
+  static const AdaptiveRecvBufferAllocator allocator;
   return allocator;
 }
 
