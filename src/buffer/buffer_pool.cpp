@@ -3,6 +3,7 @@
 #include "buffer/block_cache.hpp"
 
 #include <memory>
+#include <new>
 #include <span>
 
 namespace niox {
@@ -17,34 +18,6 @@ namespace {
 struct BlockDeleter {
   unsigned cls;
   void operator()(void* p) const noexcept { detail::give_block(cls, p); }
-};
-
-// Takes shared_ptr control blocks from the cache's smallest class.
-template <class T>
-struct ControlAllocator {
-  using value_type = T;
-  ControlAllocator() noexcept = default;
-  template <class U>
-  ControlAllocator(const ControlAllocator<U>&) noexcept {}  // NOLINT: rebinding
-
-  T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= alignof(std::max_align_t));
-    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
-      return static_cast<T*>(detail::take_block(0));
-    }
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    if (n == 1 && sizeof(T) <= detail::block_class_size(0)) {
-      detail::give_block(0, p);
-      return;
-    }
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const ControlAllocator<U>&) const noexcept {
-    return true;
-  }
 };
 
 }  // namespace
@@ -72,7 +45,7 @@ ByteBuffer BufferPool::allocate(std::size_t n) {
   }
   ++allocations_;
   // On failure this constructor hands the block to the deleter itself.
-  std::shared_ptr<void> owner(block, BlockDeleter{cls}, ControlAllocator<char>());
+  std::shared_ptr<void> owner(block, BlockDeleter{cls}, detail::CachedObjectAllocator<char>());
   return ByteBuffer::wrap_shared(std::span<std::byte>(static_cast<std::byte*>(block), n),
                                  std::move(owner));
 }
@@ -87,5 +60,24 @@ BufferPool::Stats BufferPool::stats() const noexcept {
   }
   return s;
 }
+
+namespace detail {
+
+void* allocate_cached_object(std::size_t bytes) {
+  if (bytes > max_block_size) {
+    return ::operator new(bytes);
+  }
+  return take_block(block_class_of(bytes));
+}
+
+void free_cached_object(void* p, std::size_t bytes) noexcept {
+  if (bytes > max_block_size) {
+    ::operator delete(p);
+    return;
+  }
+  give_block(block_class_of(bytes), p);
+}
+
+}  // namespace detail
 
 }  // namespace niox

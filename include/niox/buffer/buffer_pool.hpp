@@ -67,4 +67,30 @@ class BufferPool {
   std::uint64_t unpooled_ = 0;
 };
 
+namespace detail {
+
+// Not API: single objects of the library (a pooled buffer's shared_ptr control block, a
+// ChannelPromise's state) from the calling thread's block cache, the one BufferPool's blocks
+// come from: up to max_class_size bytes from the cache, anything larger from operator new.
+// Free them on any thread with the size they were allocated with.
+void* allocate_cached_object(std::size_t bytes);
+void free_cached_object(void* p, std::size_t bytes) noexcept;
+
+template <class T>
+struct CachedObjectAllocator {
+  using value_type = T;
+  static_assert(alignof(T) <= alignof(std::max_align_t));
+  CachedObjectAllocator() noexcept = default;
+  template <class U>
+  CachedObjectAllocator(const CachedObjectAllocator<U>&) noexcept {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) { return static_cast<T*>(allocate_cached_object(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { free_cached_object(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const CachedObjectAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace detail
+
 }  // namespace niox

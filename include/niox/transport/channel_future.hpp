@@ -12,6 +12,7 @@
 //    costs nothing; use it on hot paths where nobody waits.
 #pragma once
 
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/executor.hpp>
 
 #include <cstddef>
@@ -26,25 +27,8 @@
 namespace niox {
 
 namespace detail {
-// Promise states come from a per-thread block cache in the library (no malloc per write once
-// warm); these two are its entry points.
-void* allocate_promise_block(std::size_t bytes);
-void free_promise_block(void* p, std::size_t bytes) noexcept;
-
-template <class T>
-struct PromiseStateAllocator {
-  using value_type = T;
-  PromiseStateAllocator() noexcept = default;
-  template <class U>
-  PromiseStateAllocator(const PromiseStateAllocator<U>&) noexcept {}  // NOLINT: rebinding
-  T* allocate(std::size_t n) { return static_cast<T*>(allocate_promise_block(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { free_promise_block(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const PromiseStateAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-
+// Allocated from the per-thread block cache (CachedObjectAllocator): no malloc per write once
+// warm.
 struct PromiseState {
   using Listener = std::function<void(const std::error_code&)>;
   explicit PromiseState(Executor* e) noexcept : executor(e) {}
@@ -140,7 +124,7 @@ class ChannelPromise : public ChannelFuture {
   // A fresh promise whose listeners run on `executor` (which must outlive the listeners' run).
   explicit ChannelPromise(Executor& executor)
       : ChannelFuture(std::allocate_shared<detail::PromiseState>(
-            detail::PromiseStateAllocator<detail::PromiseState>(), &executor)) {}
+            detail::CachedObjectAllocator<detail::PromiseState>(), &executor)) {}
 
   ChannelFuture future() const noexcept { return *this; }
 
