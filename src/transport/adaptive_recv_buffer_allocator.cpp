@@ -1,8 +1,10 @@
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/channel.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 
 namespace niox {
 
@@ -33,6 +35,16 @@ std::size_t size_table_index(std::size_t size) {
   return static_cast<std::size_t>(it - size_table.begin());
 }
 
+// The default allocate function: the reading thread's BufferPool, whose blocks and shared_ptr
+// control blocks come from a per-thread cache. A receive buffer lives from one read until the
+// pipeline is done with it (an echo: until its bytes were written back), then the next read
+// wants one of about the same size; so once warm a read costs no malloc and no zeroing. Bytes
+// beyond what a read stored are not zeroed (they are outside [0, limit) after flip(); Netty's
+// pooled buffers behave alike). Guesses above 64 KiB get a plain ByteBuffer::allocate().
+ByteBuffer allocate_from_thread_pool(std::size_t n) {
+  return BufferPool::for_this_thread().allocate(n);
+}
+
 }  // namespace
 
 AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, std::size_t initial,
@@ -49,7 +61,7 @@ AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, st
   }
   initial_index_ = std::clamp(size_table_index(initial), min_index_, max_index_);
   if (!allocate_) {
-    allocate_ = [](std::size_t n) { return ByteBuffer::allocate(n); };
+    allocate_ = allocate_from_thread_pool;
   }
 }
 

@@ -41,7 +41,9 @@ std::optional<SocketAddress> address_of(int fd, bool peer) {
   }
 }
 
-// One receive-buffer allocator for every channel: it holds only the size table.
+// One receive-buffer allocator for every channel: it holds only the size table. Buffers come
+// from the BufferPool of the thread that reads (the channel's loop); their blocks go back to the
+// pool of whichever thread lets go of them last.
 const AdaptiveRecvBufferAllocator& recv_allocator() {
   static const AdaptiveRecvBufferAllocator allocator;
   return allocator;
@@ -322,7 +324,8 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
   // the next bytes, and the batch (and the flush a handler does in channel_read_complete)
   // with it; so the rest of the batch is read here without waiting, until EAGAIN (Netty's
   // read loop).
-  while (more && recv_.continue_reading()) {
+  // AUTO_READ turned off by a handler during the batch ends it (Netty checks it live too).
+  while (more && recv_.continue_reading() && config().is_auto_read()) {
     ByteBuffer b = recv_.allocate();
     recv_.attempted_bytes_read(b.remaining());
     auto dst = b.writable_bytes();
@@ -358,6 +361,9 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
     end_read_batch();
     in_read_handler_ = false;
     if (fd_ >= 0) {
+      // The connection is gone (ECONNRESET...): the flushed writes fail with that cause, the
+      // unflushed ones with channel_closed when the channel closes below.
+      mutable_outbound_buffer().fail_flushed(ec);
       pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "read")));
       close_for_transport();
     }
@@ -589,17 +595,32 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
 }
 
 void LoopServerSocketChannel::do_read_begin() {
-  if (accepting_ || fd_ < 0) {
+  if (fd_ < 0) {
+    return;
+  }
+  if (accepting_) {
+    resume_after_pause_ = pausing_;  // read() while the multishot accept is being stopped
     return;
   }
   accepting_ = true;
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  accept_op_ = loop_->accept_multishot(
-      fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  if (config().is_auto_read()) {
+    multishot_ = true;
+    accept_op_ = loop_->accept_multishot(
+        fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  } else {
+    // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
+    multishot_ = false;
+    accept_op_ = loop_->accept(fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+  }
 }
 
 void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   if (fd >= 0) {
+    if (!multishot_) {
+      accepting_ = false;
+      accept_op_ = {};
+    }
     if (fd_ < 0) {
       ::close(fd);
       return;
@@ -614,13 +635,34 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
     }
     pipeline().fire_channel_read(Message(std::move(child)));
     pipeline().fire_channel_read_complete();
+    if (fd_ < 0) {
+      return;
+    }
+    if (multishot_ && !pausing_ && !config().is_auto_read()) {
+      // A handler turned AUTO_READ off: stop accepting (connections keep queueing in the
+      // kernel's backlog) until read() or AUTO_READ on.
+      pausing_ = true;
+      loop_->cancel(accept_op_);
+    } else if (!multishot_ && config().is_auto_read()) {
+      do_read_begin();
+    }
     return;
   }
   accepting_ = false;
   accept_op_ = {};
+  bool paused = pausing_;
+  pausing_ = false;
   if (fd_ < 0) {
     return;
   }
+  if (ec == operation_aborted() && paused) {
+    if (config().is_auto_read() || resume_after_pause_) {
+      resume_after_pause_ = false;
+      do_read_begin();
+    }
+    return;
+  }
+  resume_after_pause_ = false;
   if (ec == operation_aborted()) {
     close_for_transport();
     return;
@@ -628,8 +670,9 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   // EMFILE and friends: tell the pipeline, then try again a little later rather than spin.
   pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "accept")));
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  loop_->schedule(std::chrono::milliseconds(100), [s](std::error_code e) {
-    if (!e && s->fd_ >= 0 && s->config().is_auto_read()) {
+  bool requested = !multishot_;  // a failed single accept was asked for by read()
+  loop_->schedule(std::chrono::milliseconds(100), [s, requested](std::error_code e) {
+    if (!e && s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
       s->do_read_begin();
     }
   });

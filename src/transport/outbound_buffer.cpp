@@ -8,6 +8,31 @@ namespace niox {
 OutboundBuffer::OutboundBuffer() = default;
 OutboundBuffer::~OutboundBuffer() = default;
 
+void OutboundBuffer::EntryQueue::push_back(Entry&& e) {
+  if (size_ == slots_.size()) {
+    std::vector<Entry> grown;
+    grown.reserve(std::max<std::size_t>(8, slots_.size() * 2));
+    for (std::size_t i = 0; i < size_; ++i) {
+      grown.push_back(std::move((*this)[i]));
+    }
+    grown.resize(grown.capacity());
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+  (*this)[size_] = std::move(e);
+  ++size_;
+}
+
+void OutboundBuffer::EntryQueue::pop_front() noexcept {
+  Entry& e = slots_[head_];
+  e.msg = Message();
+  e.promise = ChannelPromise();
+  if (++head_ == slots_.size()) {
+    head_ = 0;
+  }
+  --size_;
+}
+
 bool OutboundBuffer::add_message(Message msg, ChannelPromise promise) {
   std::size_t size = msg.readable_bytes();
   if (size > hard_limit_ || pending_bytes_ > hard_limit_ - size) {

@@ -218,6 +218,8 @@ class TestServer {
 
   ServerBootstrap& bootstrap() { return bootstrap_; }
   EventLoopGroup& workers() { return workers_; }
+  // The listening channel once started.
+  const std::shared_ptr<LoopServerSocketChannel>& channel() const { return server_; }
 
   // Binds (port 0 / a fresh path) and returns the address to connect to.
   SocketAddress start(const SocketAddress& where) {

@@ -20,8 +20,10 @@
 //   } while (h.continue_reading());
 //   h.read_complete();  fire channel_read_complete
 //
-// Buffers come from an allocate function (a pool in production); the allocator itself holds no
-// memory.
+// Buffers come from an allocate function; the allocator itself holds no memory. The default one
+// is the calling thread's BufferPool::for_this_thread().allocate (no malloc, no zeroing once
+// warm): the bytes of a fresh buffer are unspecified, [0, limit) after a read and flip() is
+// what the read stored.
 #pragma once
 
 #include <niox/buffer/byte_buffer.hpp>
@@ -42,7 +44,8 @@ class AdaptiveRecvBufferAllocator {
   static constexpr std::size_t default_initial = 2048;
   static constexpr std::size_t default_maximum = 65536;
 
-  // Throws IllegalArgumentException unless 0 < minimum <= initial <= maximum.
+  // Throws IllegalArgumentException unless 0 < minimum <= initial <= maximum. A null allocate
+  // means the reading thread's BufferPool.
   explicit AdaptiveRecvBufferAllocator(std::size_t minimum = default_minimum,
                                        std::size_t initial = default_initial,
                                        std::size_t maximum = default_maximum,

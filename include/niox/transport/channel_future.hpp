@@ -12,8 +12,10 @@
 //    costs nothing; use it on hot paths where nobody waits.
 #pragma once
 
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/executor.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,13 +27,36 @@
 namespace niox {
 
 namespace detail {
+// Allocated from the per-thread block cache (CachedObjectAllocator): no malloc per write once
+// warm.
 struct PromiseState {
+  using Listener = std::function<void(const std::error_code&)>;
   explicit PromiseState(Executor* e) noexcept : executor(e) {}
   Executor* executor;
   std::mutex mutex;
   bool done = false;
   std::error_code cause;
-  std::vector<std::function<void(const std::error_code&)>> listeners;
+  // The first listener kept apart: most promises get one at most, and so need no vector.
+  Listener first;
+  std::vector<Listener> more;
+
+  void add(Listener l) {
+    if (!first) {
+      first = std::move(l);
+    } else {
+      more.push_back(std::move(l));
+    }
+  }
+  // On the executor, once done: the listeners in the order they were added. Nothing adds to
+  // them any more (add_listener runs a listener at once after completion).
+  void notify() {
+    auto f = std::move(first);
+    auto m = std::move(more);
+    f(cause);
+    for (auto& l : m) {
+      l(cause);
+    }
+  }
 };
 }  // namespace detail
 
@@ -74,7 +99,7 @@ class ChannelFuture {
     }
     std::unique_lock lock(state_->mutex);
     if (!state_->done) {
-      state_->listeners.push_back(std::move(listener));
+      state_->add(std::move(listener));
       return *this;
     }
     auto ec = state_->cause;
@@ -98,7 +123,8 @@ class ChannelPromise : public ChannelFuture {
   ChannelPromise() = default;
   // A fresh promise whose listeners run on `executor` (which must outlive the listeners' run).
   explicit ChannelPromise(Executor& executor)
-      : ChannelFuture(std::make_shared<detail::PromiseState>(&executor)) {}
+      : ChannelFuture(std::allocate_shared<detail::PromiseState>(
+            detail::CachedObjectAllocator<detail::PromiseState>(), &executor)) {}
 
   ChannelFuture future() const noexcept { return *this; }
 
@@ -122,7 +148,7 @@ class ChannelPromise : public ChannelFuture {
     if (!state_) {
       return true;
     }
-    std::vector<Listener> listeners;
+    bool listened;
     {
       std::lock_guard lock(state_->mutex);
       if (state_->done) {
@@ -130,14 +156,10 @@ class ChannelPromise : public ChannelFuture {
       }
       state_->done = true;
       state_->cause = cause;
-      listeners.swap(state_->listeners);
+      listened = static_cast<bool>(state_->first);
     }
-    if (!listeners.empty()) {
-      state_->executor->execute([ls = std::move(listeners), cause] {
-        for (auto& l : ls) {
-          l(cause);
-        }
-      });
+    if (listened) {
+      state_->executor->execute([s = state_] { s->notify(); });
     }
     return true;
   }

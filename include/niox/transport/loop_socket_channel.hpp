@@ -6,10 +6,11 @@
 // flush, read, close...) may be called from any thread; everything else here says where.
 //
 // Reading: one receive buffer at a time is in the kernel, sized by the channel's
-// AdaptiveRecvBufferAllocator handle. Each filled buffer is fired as channel_read (the buffer
+// AdaptiveRecvBufferAllocator handle and taken from the loop thread's BufferPool (its bytes
+// beyond the limit are not zeroed). Each filled buffer is fired as channel_read (the buffer
 // then belongs to the pipeline). When a read filled its buffer, the batch goes on with
-// non-blocking reads on the loop thread until EAGAIN (or max_messages_per_read); then
-// channel_read_complete fires — never does a batch wait for bytes that have not arrived. With AUTO_READ off no new read is
+// non-blocking reads on the loop thread until EAGAIN (or max_messages_per_read, or a handler
+// turned AUTO_READ off); then channel_read_complete fires — never does a batch wait for bytes that have not arrived. With AUTO_READ off no new read is
 // started after a batch until read() is called, so the kernel buffers fill and the peer is
 // pushed back.
 //
@@ -153,7 +154,9 @@ class LoopServerSocketChannel final : public Channel {
   // Opens the socket, applies `options` (SO_REUSEADDR defaults on), binds, listens with
   // options.so_backlog and starts accepting (any thread). Each accepted connection is fired as
   // channel_read with a std::shared_ptr<LoopSocketChannel> (not yet active, on its own loop)
-  // through this channel's pipeline; ServerBootstrap puts the acceptor there.
+  // through this channel's pipeline; ServerBootstrap puts the acceptor there. With AUTO_READ
+  // off it accepts one connection per read() (turning it off while accepting stops after the
+  // connection at hand); the others wait in the kernel's backlog.
   void bind(const SocketAddress& local, const ChannelOptions& options, ChannelPromise promise);
 
   // Accepted connections that no handler took are closed.
@@ -182,6 +185,9 @@ class LoopServerSocketChannel final : public Channel {
   bool bound_ = false;
   bool closed_ = false;
   bool accepting_ = false;
+  bool multishot_ = false;           // accept_op_ is a multishot accept (AUTO_READ on)
+  bool pausing_ = false;             // the multishot accept is being cancelled (AUTO_READ off)
+  bool resume_after_pause_ = false;  // read() came while pausing
   OperationHandle accept_op_;
   std::optional<SocketAddress> local_;
   std::shared_ptr<LoopServerSocketChannel> keep_alive_;

@@ -151,10 +151,31 @@ class OutboundBuffer {
     std::size_t size;  // counted against the water marks until the entry completes
   };
 
+  // A ring of entries whose storage is kept (a deque frees and allocates blocks as a steady
+  // stream of writes goes through it). References are stable until the next push_back.
+  class EntryQueue {
+   public:
+    bool empty() const noexcept { return size_ == 0; }
+    std::size_t size() const noexcept { return size_; }
+    Entry& front() noexcept { return slots_[head_]; }
+    Entry& operator[](std::size_t i) noexcept {
+      std::size_t at = head_ + i;
+      return slots_[at < slots_.size() ? at : at - slots_.size()];
+    }
+    void push_back(Entry&& e);
+    // Drops the front entry (moved from by the caller, or not).
+    void pop_front() noexcept;
+
+   private:
+    std::vector<Entry> slots_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+  };
+
   void pop_front(std::error_code cause);
   void decrement_pending(std::size_t n, bool notify);
 
-  std::deque<Entry> entries_;
+  EntryQueue entries_;
   std::size_t flushed_ = 0;
   std::size_t pending_bytes_ = 0;
   bool writable_ = true;
