@@ -7,6 +7,16 @@
 #include <cstdlib>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+// A cached block is poisoned: AddressSanitizer reports a use after its buffer was released.
+#define NIOX_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define NIOX_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define NIOX_POISON(p, n) ((void)(p), (void)(n))
+#define NIOX_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace niox::detail {
 
 namespace {
@@ -25,22 +35,24 @@ struct FreeList {
   Node* head = nullptr;
   std::size_t count = 0;
 
-  void* pop() noexcept {
+  void* pop(std::size_t size) noexcept {
     Node* n = head;
     if (n != nullptr) {
+      NIOX_UNPOISON(n, size);
       head = n->next;
       --count;
     }
     return n;
   }
-  void push(void* p) noexcept {
+  void push(void* p, std::size_t size) noexcept {
     auto* n = static_cast<Node*>(p);
     n->next = head;
     head = n;
     ++count;
+    NIOX_POISON(p, size);
   }
-  void release() noexcept {
-    while (void* p = pop()) {
+  void release(std::size_t size) noexcept {
+    while (void* p = pop(size)) {
       std::free(p);
     }
   }
@@ -54,8 +66,8 @@ struct BlockCache {
   BlockCache() noexcept { cache_state = 1; }
   ~BlockCache() {
     cache_state = 2;
-    for (auto& f : blocks) {
-      f.release();
+    for (unsigned cls = 0; cls < block_class_count; ++cls) {
+      blocks[cls].release(block_class_size(cls));
     }
   }
 };
@@ -72,7 +84,7 @@ BlockCache* block_cache() noexcept {
 
 void* take_block(unsigned cls) {
   if (auto* c = block_cache()) {
-    if (void* p = c->blocks[cls].pop()) {
+    if (void* p = c->blocks[cls].pop(block_class_size(cls))) {
       return p;
     }
   }
@@ -86,7 +98,7 @@ void* take_block(unsigned cls) {
 void give_block(unsigned cls, void* p) noexcept {
   auto* c = block_cache();
   if (c != nullptr && c->blocks[cls].count < class_limit(cls)) {
-    c->blocks[cls].push(p);
+    c->blocks[cls].push(p, block_class_size(cls));
   } else {
     std::free(p);
   }
