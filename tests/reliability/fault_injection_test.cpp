@@ -55,19 +55,13 @@ std::vector<ByteBuffer> random_layout(std::span<const std::byte> data, std::mt19
   return out;
 }
 
-class FdCountingTest : public BackendTest {
+// Every rule is disarmed after each test, before the descriptor check.
+class FdCountingTest : public DescriptorCheckedTest {
  protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
-  }
   void TearDown() override {
     fi::disarm_all();
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
+    DescriptorCheckedTest::TearDown();
   }
-  int fds_before_ = 0;
 };
 
 // ---- channels (synchronous; no backend) --------------------------------------------------

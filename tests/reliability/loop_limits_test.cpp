@@ -36,19 +36,13 @@ bool shim_sees_loop(const BackendVariant& v) {
   return v.kind == BackendKind::epoll || v.io_uring_readiness_only;
 }
 
-class LimitsTest : public BackendTest {
+// Every rule is disarmed after each test, before the descriptor check.
+class LimitsTest : public DescriptorCheckedTest {
  protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
-  }
   void TearDown() override {
     fi::disarm_all();
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
+    DescriptorCheckedTest::TearDown();
   }
-  int fds_before_ = 0;
 };
 NIOX_INSTANTIATE_BACKENDS(LimitsTest);
 

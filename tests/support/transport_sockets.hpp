@@ -40,6 +40,21 @@ inline int open_transport_test_fds() {
   return n - 3;  // ".", "..", and the directory's own descriptor
 }
 
+// A test on every backend that fails if it leaves a descriptor open behind it.
+class DescriptorCheckedTest : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+    fds_before_ = open_transport_test_fds();
+  }
+  void TearDown() override {
+    if (!IsSkipped()) {
+      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
+    }
+  }
+  int fds_before_ = 0;
+};
+
 class ScratchDir {
  public:
   ScratchDir() {

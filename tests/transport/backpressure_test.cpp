@@ -18,19 +18,7 @@ using namespace niox::test;
 
 namespace {
 
-class BackpressureTest : public BackendTest {
- protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
-  }
-  void TearDown() override {
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
-  }
-  int fds_before_ = 0;
-};
+class BackpressureTest : public DescriptorCheckedTest {};
 
 // An echo server that respects writability: it stops reading when its channel becomes
 // unwritable and reads again when it is writable (Netty's usual idiom).

@@ -16,19 +16,7 @@ using namespace niox::test;
 
 namespace {
 
-class CloseTest : public BackendTest {
- protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
-  }
-  void TearDown() override {
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
-  }
-  int fds_before_ = 0;
-};
+class CloseTest : public DescriptorCheckedTest {};
 
 // Incremental FNV-1a over a stream, with its length.
 struct StreamSum {

@@ -19,10 +19,10 @@ using namespace niox::test;
 
 namespace {
 
-class SlowlorisTest : public BackendTest {
+class SlowlorisTest : public DescriptorCheckedTest {
  protected:
   void SetUp() override {
-    BackendTest::SetUp();
+    DescriptorCheckedTest::SetUp();
     if (IsSkipped()) return;
     // Both ends of every connection live in this process.
     rlimit r{};
@@ -35,15 +35,8 @@ class SlowlorisTest : public BackendTest {
       r.rlim_cur = kNeed;
       ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &r), 0);
     }
-    fds_before_ = open_transport_test_fds();
-  }
-  void TearDown() override {
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
   }
   static constexpr int kConnections = 1000;
-  int fds_before_ = 0;
 };
 
 TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {

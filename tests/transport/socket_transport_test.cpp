@@ -20,19 +20,7 @@ using namespace niox::test;
 
 namespace {
 
-class SocketTransportTest : public BackendTest {
- protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
-  }
-  void TearDown() override {
-    if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
-    }
-  }
-  int fds_before_ = 0;
-};
+class SocketTransportTest : public DescriptorCheckedTest {};
 
 std::vector<std::byte> bytes_of(const Message& m) {
   const ByteBuffer* b = m.get_if<ByteBuffer>();
