@@ -1,6 +1,8 @@
 // niox-echo-server: every byte received goes back through a pipeline. See --help.
 #include "echo_server.hpp"
 
+#include "backpressure_handler.hpp"
+
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 
@@ -14,24 +16,10 @@ namespace {
 
 using namespace niox;
 
-// Echoes each buffer; stops reading while the peer does not take the echo (writability), so a
-// client that only sends cannot make the server queue without bound.
-class EchoHandler final : public ChannelHandler {
+// Echoes each buffer; BackpressureHandler stops reading while the peer does not take the echo.
+class EchoHandler final : public BackpressureHandler {
  public:
   void channel_read(ChannelHandlerContext& ctx, Message msg) override { ctx.write(std::move(msg)); }
-  void channel_read_complete(ChannelHandlerContext& ctx) override {
-    ctx.flush();
-    if (!ctx.channel().is_writable()) {
-      ctx.channel().config().set_auto_read(false);
-    }
-  }
-  void channel_writability_changed(ChannelHandlerContext& ctx) override {
-    if (ctx.channel().is_writable()) {
-      ctx.channel().config().set_auto_read(true);
-    }
-    ctx.fire_channel_writability_changed();
-  }
-  void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
 };
 
 }  // namespace

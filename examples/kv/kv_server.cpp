@@ -1,5 +1,7 @@
 #include "kv_server.hpp"
 
+#include "backpressure_handler.hpp"
+
 #include <niox/transport/codec/decoder_exception.hpp>
 #include <niox/transport/codec/header_body_decoder.hpp>
 
@@ -35,8 +37,9 @@ namespace {
 
 // One request in, one response out. Responses to everything one read brought are flushed
 // together (channel_read_complete), so pipelined replies share gathering writes, each reply's
-// header and value being two buffers of the same write.
-class KvServerHandler final : public ChannelHandler {
+// header and value being two buffers of the same write. A client that pipelines without
+// reading its replies is not read from until they drain (BackpressureHandler).
+class KvServerHandler final : public BackpressureHandler {
  public:
   explicit KvServerHandler(KvStore& store) : store_(store) {}
 
@@ -75,23 +78,6 @@ class KvServerHandler final : public ChannelHandler {
       ctx.write(std::move(value));
     }
   }
-
-  void channel_read_complete(ChannelHandlerContext& ctx) override {
-    ctx.flush();
-    // A client that pipelines without reading its replies is not read from until they drain.
-    if (!ctx.channel().is_writable()) {
-      ctx.channel().config().set_auto_read(false);
-    }
-  }
-
-  void channel_writability_changed(ChannelHandlerContext& ctx) override {
-    if (ctx.channel().is_writable()) {
-      ctx.channel().config().set_auto_read(true);
-    }
-    ctx.fire_channel_writability_changed();
-  }
-
-  void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
 
  private:
   KvStore& store_;
