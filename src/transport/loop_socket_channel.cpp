@@ -394,7 +394,11 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     GatherWrite g = out.gather();
     if (g.empty()) {
       out.gather_done();
+      set_cork(false);
       return;
+    }
+    if (g.file_region != nullptr || g.file_region_next) {
+      set_cork(true);
     }
     if (g.other != nullptr) {
       // Never queued by this transport (accepts_outbound refuses it); fail it, go on.
@@ -464,6 +468,9 @@ void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
   }
   out.adapt_max_bytes_per_write(write_attempted_, n);
   out.remove_bytes(n);
+  if (out.is_empty()) {
+    set_cork(false);
+  }
   notify_writable_again();
 }
 
@@ -486,7 +493,21 @@ void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
     return;
   }
   out.remove_bytes(n);
+  if (out.is_empty()) {
+    set_cork(false);
+  }
   notify_writable_again();
+}
+
+// Only TCP has TCP_CORK; a failure (never expected on a TCP socket) just leaves it uncorked.
+void LoopSocketChannel::set_cork(bool on) noexcept {
+  if (corked_ == on || (family_ != AF_INET && family_ != AF_INET6)) {
+    return;
+  }
+  int v = on ? 1 : 0;
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &v, sizeof v) == 0 || !on) {
+    corked_ = on;
+  }
 }
 
 // ---- Closing ------------------------------------------------------------------------------

@@ -131,7 +131,9 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   for (std::size_t i = 0; i < flushed_; ++i) {
     auto* b = entries_[i].msg.get_if<ByteBuffer>();
     if (b == nullptr) {
-      break;  // a file region or other message: written by its own path after these bytes
+      // A file region or other message: written by its own path after these bytes.
+      out.file_region_next = entries_[i].msg.get_if<FileRegion>() != nullptr;
+      break;
     }
     if (!builder.add(b->bytes())) {
       break;

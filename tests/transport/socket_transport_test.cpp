@@ -3,6 +3,7 @@
 #include <niox/transport/codec/header_body_decoder.hpp>
 #include <niox/transport/codec/length_field_based_frame_decoder.hpp>
 #include <niox/transport/codec/length_field_prepender.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
 #include "../support/transport_sockets.hpp"
@@ -12,6 +13,9 @@
 #include <atomic>
 #include <cstring>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <mutex>
 #include <thread>
 
@@ -477,6 +481,94 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   EXPECT_FALSE(wait_for(r));
   auto t = too_long_result.get_future();
   EXPECT_EQ(wait_for(t), transport::Errc::file_region_truncated);
+  peer.close();
+}
+
+int tcp_cork(ChannelHandlerContext& ctx) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  int fd = dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd();
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) != 0) return -1;
+  return v;
+}
+
+// A header written in front of a FileRegion leaves corked with the file (nginx's tcp_nopush):
+// TCP_CORK is on from the header until the outbound buffer drains, then off again, so a later
+// write without a file is not held back; nothing is lost or reordered on the way.
+TEST_P(SocketTransportTest, FileRegionFlushIsCorkedUntilTheOutboundBufferDrains) {
+  ScratchDir dir;
+  auto content = pseudo_random_bytes((1 << 20) + 77, 43);
+  std::string path = (dir / "corked.bin").string();
+  {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    ::close(fd);
+  }
+  std::atomic<int> cork_after_header{-2}, cork_after_drain{-2}, cork_after_plain{-2};
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    auto file = FileHandle::open(path);
+    ctx.write(text("header")).add_listener([&](const std::error_code&) {
+      cork_after_header = tcp_cork(ctx);  // the region is still queued behind it
+    });
+    ctx.write(FileRegion(file, 0, content.size())).add_listener([&](const std::error_code& ec) {
+      EXPECT_FALSE(ec);
+      ctx.channel().executor().execute([&] {
+        cork_after_drain = tcp_cork(ctx);
+        ctx.write_and_flush(text("plain")).add_listener([&](const std::error_code&) {
+          cork_after_plain = tcp_cork(ctx);
+          ctx.shutdown_output();
+        });
+      });
+    });
+    ctx.flush();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto got = peer.recv_to_eof();
+  std::vector<std::byte> expect;
+  auto head = text_bytes("header");
+  auto plain = text_bytes("plain");
+  expect.insert(expect.end(), head.begin(), head.end());
+  expect.insert(expect.end(), content.begin(), content.end());
+  expect.insert(expect.end(), plain.begin(), plain.end());
+  ASSERT_EQ(got.size(), expect.size());
+  EXPECT_EQ(checksum(got), checksum(expect));
+  EXPECT_EQ(cork_after_header.load(), 1);
+  EXPECT_EQ(cork_after_drain.load(), 0);
+  EXPECT_EQ(cork_after_plain.load(), 0);
+  peer.close();
+}
+
+// Unix-domain sockets have no TCP_CORK: a FileRegion goes out all the same.
+TEST_P(SocketTransportTest, FileRegionOverAUnixSocketNeedsNoCork) {
+  ScratchDir dir;
+  auto content = pseudo_random_bytes(300000, 44);
+  std::string path = (dir / "unix.bin").string();
+  {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    ::close(fd);
+  }
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    ctx.write(text("h"));
+    ctx.write(FileRegion(FileHandle::open(path), 0, content.size()));
+    ctx.flush();
+    ctx.shutdown_output();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(UnixDomainSocketAddress((dir / "region.sock").string()));
+  PeerSocket peer(addr);
+  auto got = peer.recv_to_eof();
+  ASSERT_EQ(got.size(), content.size() + 1);
+  EXPECT_EQ(got[0], std::byte{'h'});
+  EXPECT_TRUE(std::equal(content.begin(), content.end(), got.begin() + 1));
   peer.close();
 }
 
