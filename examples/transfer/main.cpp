@@ -299,6 +299,10 @@ class Receiver {
         return;
       }
       progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
+      if (auto e = rx_.reserve_body()) {
+        refuse(TransferStatus::write_failed, e, "no room for " + std::to_string(rx_.header().size) + " bytes");
+        return;
+      }
       if (auto e = rx_.on_body_bytes(b)) {
         refuse(TransferStatus::write_failed, e, "writing the file");
         return;

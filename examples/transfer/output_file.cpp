@@ -103,6 +103,23 @@ OutputFile OutputFile::create(const std::string& destination, std::string_view n
   return out;
 }
 
+std::error_code OutputFile::reserve(std::uint64_t size) noexcept {
+  if (fd_ < 0) {
+    return std::make_error_code(std::errc::bad_file_descriptor);
+  }
+  if (size == 0) {
+    return {};
+  }
+  int rc;
+  do {
+    rc = ::fallocate(fd_, 0, 0, static_cast<off_t>(size));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+    return {errno, std::system_category()};
+  }
+  return {};
+}
+
 void OutputFile::commit(std::error_code& ec) {
   ec.clear();
   if (fd_ < 0) {

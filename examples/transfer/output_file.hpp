@@ -41,6 +41,11 @@ class OutputFile {
   const std::string& path() const noexcept { return final_path_; }
   bool is_nameless() const noexcept { return temp_path_.empty(); }
 
+  // Allocates `size` bytes for the file now (fallocate; the file's size becomes `size`), so that
+  // a disk without room fails at once (ENOSPC, or EFBIG past RLIMIT_FSIZE) instead of part way,
+  // and the file system allocates the whole extent at once instead of a block at a time as
+  // pages are written. A file system without fallocate is not an error.
+  std::error_code reserve(std::uint64_t size) noexcept;
   // Gives the file its final name and closes it.
   void commit(std::error_code& ec);
   // Removes every trace of the file. Idempotent.

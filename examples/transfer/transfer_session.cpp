@@ -146,6 +146,16 @@ std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
   }
 }
 
+std::error_code TransferReceiver::reserve_body() {
+  if (phase_ != Phase::body && phase_ != Phase::trailer) {
+    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted) : std::error_code{};
+  }
+  if (auto ec = file_.reserve(header_.size)) {
+    return fail(ec);
+  }
+  return {};
+}
+
 std::error_code TransferReceiver::on_body_bytes(ByteBuffer& in) {
   if (phase_ != Phase::body) {
     return {};

@@ -94,6 +94,11 @@ class TransferReceiver {
   // header, the file cannot be created) moves to the failed phase.
   std::error_code on_header_bytes(ByteBuffer& in);
 
+  // Body phase, before the first body byte: reserves the body's size on disk
+  // (OutputFile::reserve), so that no room for it fails the transfer now, not part way. An
+  // error moves to the failed phase (file removed).
+  std::error_code reserve_body();
+
   // Body phase: writes body bytes that arrived in memory at body_offset(), up to
   // body_remaining() (advancing `in` by what was used; anything beyond the body is left).
   std::error_code on_body_bytes(ByteBuffer& in);

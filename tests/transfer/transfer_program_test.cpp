@@ -188,17 +188,20 @@ TEST_P(TransferProgramTest, StreamThatIsNotATransferIsRefused) {
 }
 
 TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
-  // RLIMIT_FSIZE stands in for a full disk: the receiver's writes past 1 MiB fail with EFBIG.
+  // RLIMIT_FSIZE stands in for a full disk: reserving 3 MiB past a 1 MiB limit fails with EFBIG.
   rlimit lim{1 << 20, 1 << 20};
   ASSERT_EQ(::prlimit(receiver_->pid(), RLIMIT_FSIZE, &lim, nullptr), 0);
   in_.write("large.bin", pattern(3 * 1024 * 1024, 5));
   auto s = sender(in_ / "large.bin");
   EXPECT_EQ(s->wait(), 1);
-  // The receiver gives up after 1 MiB while the sender is still sending: its lingering close
-  // makes sure the sender reads the verdict instead of a reset.
+  // The receiver gives up at the header, before any body byte is stored, while the sender is
+  // already sending: its lingering close makes sure the sender reads the verdict instead of a
+  // reset.
   auto err = s->read_stderr();
   EXPECT_NE(err.find("did not store"), std::string::npos) << err;
   EXPECT_EQ(receiver_->wait(), 1);
+  auto said = receiver_->read_stderr();
+  EXPECT_NE(said.find("no room for 3145728 bytes"), std::string::npos) << said;
   EXPECT_TRUE(out_.list().empty());
 }
 
