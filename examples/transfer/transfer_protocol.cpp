@@ -6,6 +6,11 @@
 namespace niox::transfer {
 namespace {
 
+bool known_algorithm(std::uint8_t a) noexcept {
+  return a == static_cast<std::uint8_t>(ChecksumAlgorithm::xxh64) ||
+         a == static_cast<std::uint8_t>(ChecksumAlgorithm::xxh3_64);
+}
+
 constexpr char magic[4] = {'N', 'I', 'O', 'X'};
 
 class TransferCategory final : public std::error_category {
@@ -83,7 +88,7 @@ ByteBuffer encode_header(const TransferHeader& header, const TransferLimits& lim
   if (header.size > limits.max_file_size) {
     throw std::system_error(TransferErrc::file_too_large);
   }
-  if (header.algorithm != ChecksumAlgorithm::xxh64) {
+  if (!known_algorithm(static_cast<std::uint8_t>(header.algorithm))) {
     throw std::system_error(TransferErrc::unknown_checksum_algorithm);
   }
   auto buf = ByteBuffer::allocate(header_size + header.name.size());  // zero-filled
@@ -119,7 +124,7 @@ HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& 
     return failure(TransferErrc::unknown_flags);
   }
   const bool trailer = (p[5] & flag_checksum_trailer) != 0;
-  if (p[6] != static_cast<std::uint8_t>(ChecksumAlgorithm::xxh64)) {
+  if (!known_algorithm(p[6])) {
     return failure(TransferErrc::unknown_checksum_algorithm);
   }
   if (p[7] != 0 || std::any_of(p + 10, p + 16, [](unsigned char c) { return c != 0; }) ||
@@ -143,7 +148,7 @@ HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& 
   }
   out.name.assign(name);
   out.size = size;
-  out.algorithm = ChecksumAlgorithm::xxh64;
+  out.algorithm = static_cast<ChecksumAlgorithm>(p[6]);
   out.checksum = load64(p + 24);
   out.checksum_trailer = trailer;
   return {DecodeStatus::complete, header_size + name_length, {}};

@@ -9,7 +9,7 @@
 //        0    4  magic "NIOX"
 //        4    1  version (1)
 //        5    1  flags (0, or flag_checksum_trailer; any other bit is refused)
-//        6    1  checksum algorithm (1 = XXH64, seed 0)
+//        6    1  checksum algorithm (2 = XXH3-64, what niox-transfer sends; 1 = XXH64; seed 0)
 //        7    1  reserved (0)
 //        8    2  name length (1 .. limits.max_name_length, at most 255)
 //       10    6  reserved (0)
@@ -53,7 +53,7 @@ inline constexpr std::size_t trailer_size = 8;
 // Header flag: the checksum is not in the header but follows the body (trailer_size bytes).
 inline constexpr std::uint8_t flag_checksum_trailer = 0x01;
 
-enum class ChecksumAlgorithm : std::uint8_t { xxh64 = 1 };
+enum class ChecksumAlgorithm : std::uint8_t { xxh64 = 1, xxh3_64 = 2 };
 
 // Why a header or reply was refused, or a transfer failed. An std::error_code category, so
 // errors read "niox.transfer: bad magic (not a niox-transfer stream)".
@@ -82,7 +82,7 @@ struct TransferLimits {
 struct TransferHeader {
   std::string name;
   std::uint64_t size = 0;
-  ChecksumAlgorithm algorithm = ChecksumAlgorithm::xxh64;
+  ChecksumAlgorithm algorithm = ChecksumAlgorithm::xxh3_64;
   std::uint64_t checksum = 0;     // with checksum_trailer: 0 in the header, set from the trailer
   bool checksum_trailer = false;  // flag_checksum_trailer
 };

@@ -43,7 +43,7 @@ std::error_code SendPlan::hash_chunk(std::uint64_t offset, std::uint64_t n) {
     scratch = std::make_unique<std::byte[]>(scratch_size);
   }
   std::error_code ec;
-  xxh64_file_update(hash, fd, offset, n, {scratch.get(), scratch_size}, ec);
+  checksum_file_update(hash, fd, offset, n, {scratch.get(), scratch_size}, ec);
   return ec;
 }
 
@@ -89,7 +89,7 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
   if (placement == ChecksumPlacement::trailer) {
     plan.header.checksum_trailer = true;
   } else {
-    plan.header.checksum = xxh64_file(plan.fd, 0, plan.size, ec);
+    plan.header.checksum = checksum_file(plan.header.algorithm, plan.fd, 0, plan.size, ec);
     if (ec) {
       return {};
     }
@@ -127,6 +127,7 @@ std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
     }
     if (r.status == DecodeStatus::complete) {
       header_ = std::move(h);
+      hash_ = Checksum(header_.algorithm);
       std::error_code ec;
       file_ = OutputFile::create(destination_, header_.name, ec);
       if (ec) {
@@ -217,7 +218,7 @@ std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_co
   std::size_t done = 0;
   if (hashed_ < received_ && max_bytes > 0) {
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
-    xxh64_file_update(hash_, file_.fd(), hashed_, want, {hash_buf_.get(), chunk}, ec);
+    checksum_file_update(hash_, file_.fd(), hashed_, want, {hash_buf_.get(), chunk}, ec);
     if (ec) {
       fail(ec);
       return done;

@@ -1,7 +1,7 @@
 // The two ends of one transfer, without the I/O: what to send, and what to do with what arrives.
 //
 // Sender:
-//   auto plan = prepare_send(path, ec);            // opens, hashes (XXH64) and encodes the header
+//   auto plan = prepare_send(path, ec);            // opens, hashes (XXH3-64) and encodes the header
 //   write(plan.header); send_file(plan.fd, 0, plan.size);   // header, then the body zero-copy
 //   read reply_size bytes -> check_reply(bytes)    // the receiver's verdict, as an error_code
 // or, with the checksum as a trailer (no hashing pass before the first byte leaves):
@@ -22,7 +22,7 @@
 
 #include "output_file.hpp"
 #include "transfer_protocol.hpp"
-#include "xxhash64.hpp"
+#include "checksum.hpp"
 
 #include <niox/buffer/byte_buffer.hpp>
 
@@ -53,7 +53,7 @@ struct SendPlan {
   // Trailer placement, once the whole body was hashed: the trailer to send after the body.
   ByteBuffer trailer() const { return encode_trailer(hash.digest()); }
 
-  XxHash64 hash;                         // trailer placement: over the body hashed so far
+  Checksum hash;                         // trailer placement: over the body hashed so far
   std::unique_ptr<std::byte[]> scratch;  // hash_chunk's read buffer
 
   SendPlan() = default;
@@ -142,7 +142,7 @@ class TransferReceiver {
   std::uint64_t received_ = 0;
   std::array<std::byte, trailer_size> trailer_{};
   std::size_t trailer_len_ = 0;
-  XxHash64 hash_;              // over [0, hashed_) of the body, read back from the file
+  Checksum hash_;              // over [0, hashed_) of the body, read back from the file
   std::uint64_t hashed_ = 0;
   std::unique_ptr<std::byte[]> hash_buf_;
 };

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <system_error>
 
 namespace niox::transfer {
 
@@ -41,18 +40,5 @@ class XxHash64 {
 
 std::uint64_t xxh64(std::span<const std::byte> data, std::uint64_t seed = 0) noexcept;
 std::uint64_t xxh64(std::string_view text, std::uint64_t seed = 0) noexcept;
-
-// XXH64 of `count` bytes of the file `fd` from `offset`, read with pread (so the file position
-// is untouched and the page cache serves a file just written or about to be sent). Fails with
-// the errno of a failed read, or with std::errc::io_error if the file ends before `count`.
-std::uint64_t xxh64_file(int fd, std::uint64_t offset, std::uint64_t count, std::error_code& ec);
-
-// Adds `count` bytes of the file `fd` from `offset` to `hash`. Reads through read-only mappings
-// (no copy; a file that shrinks meanwhile is an io_error, not a SIGBUS: a SIGBUS handler is
-// installed for that), and with pread through `scratch` where the file cannot be mapped (a
-// buffer that fits in the CPU's cache is best: 256 KiB). Errors as xxh64_file; on an error
-// `hash` holds an unspecified part of the range.
-void xxh64_file_update(XxHash64& hash, int fd, std::uint64_t offset, std::uint64_t count,
-                       std::span<std::byte> scratch, std::error_code& ec);
 
 }  // namespace niox::transfer

@@ -75,6 +75,7 @@ std::string header_for(const std::string& name, const std::string& body, std::ui
   xfer::TransferHeader h;
   h.name = name;
   h.size = body.size();
+  h.algorithm = xfer::ChecksumAlgorithm::xxh64;  // what older senders send: still accepted
   h.checksum = checksum;
   auto b = xfer::encode_header(h);
   auto bytes = b.bytes();

@@ -25,7 +25,7 @@ std::vector<std::byte> valid_header(std::string name = "report.pdf", std::uint64
 TEST(TransferProtocol, HeaderLayoutIsBigEndianAndFixed) {
   auto b = valid_header("a.txt", 0xF203040506ULL);
   ASSERT_EQ(b.size(), header_size + 5);
-  const unsigned char expected[32] = {'N', 'I', 'O', 'X', 1, 0, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0,
+  const unsigned char expected[32] = {'N', 'I', 'O', 'X', 1, 0, 2, 0, 0, 5, 0, 0, 0, 0, 0, 0,
                                       0, 0, 0, 0xF2, 3, 4, 5, 6, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF};
   for (std::size_t i = 0; i < 32; ++i) {
     EXPECT_EQ(static_cast<unsigned char>(b[i]), expected[i]) << "byte " << i;
@@ -72,7 +72,31 @@ TEST(TransferProtocol, RoundTripAndBodyBytesLeftAlone) {
   EXPECT_EQ(h.name, "report.pdf");
   EXPECT_EQ(h.size, 123456789u);
   EXPECT_EQ(h.checksum, 0x0123456789ABCDEFULL);
-  EXPECT_EQ(h.algorithm, ChecksumAlgorithm::xxh64);
+  EXPECT_EQ(h.algorithm, ChecksumAlgorithm::xxh3_64);
+}
+
+// XXH3-64 (2) is what a header names by default; XXH64 (1), what earlier senders used, still
+// decodes; anything else is refused.
+TEST(TransferProtocol, BothChecksumAlgorithmsRoundTrip) {
+  for (auto a : {ChecksumAlgorithm::xxh3_64, ChecksumAlgorithm::xxh64}) {
+    TransferHeader h;
+    h.name = "x.bin";
+    h.size = 5;
+    h.algorithm = a;
+    auto b = bytes_of(encode_header(h));
+    EXPECT_EQ(static_cast<unsigned char>(b[6]), static_cast<unsigned char>(a));
+    TransferHeader out;
+    ASSERT_EQ(decode_header(b, out).status, DecodeStatus::complete);
+    EXPECT_EQ(out.algorithm, a);
+  }
+  TransferHeader bad;
+  bad.name = "x.bin";
+  bad.algorithm = static_cast<ChecksumAlgorithm>(3);
+  EXPECT_THROW(encode_header(bad), std::system_error);
+  auto b = valid_header();
+  b[6] = std::byte{3};
+  TransferHeader out;
+  EXPECT_EQ(decode_header(b, out).error, make_error_code(TransferErrc::unknown_checksum_algorithm));
 }
 
 TEST(TransferProtocol, EveryPrefixAsksForMoreOrDecodes) {

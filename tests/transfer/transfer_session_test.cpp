@@ -1,6 +1,7 @@
 #include "temp_dir.hpp"
 #include "transfer_session.hpp"
-#include "xxhash64.hpp"
+#include "xxh3.hpp"
+#include "xxh3.hpp"
 
 #include <gtest/gtest.h>
 
@@ -63,7 +64,8 @@ TEST_F(TransferSessionTest, PrepareSendHashesAndNamesTheFile) {
   EXPECT_GE(plan.fd, 0);
   EXPECT_EQ(plan.size, body_.size());
   EXPECT_EQ(plan.header.name, "data.bin");
-  EXPECT_EQ(plan.header.checksum, xxh64(body_));
+  EXPECT_EQ(plan.header.algorithm, ChecksumAlgorithm::xxh3_64);
+  EXPECT_EQ(plan.header.checksum, xxh3_64(body_));
   EXPECT_EQ(plan.header_bytes.remaining(), header_size + 8);
   prepare_send(src_ / "missing", ec);
   EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
@@ -124,7 +126,7 @@ TEST_F(TransferSessionTest, ChecksumTrailerHashesChunksInOrder) {
   auto trailer = plan.trailer();
   std::array<std::byte, trailer_size> t{};
   trailer.get(std::span(t));
-  EXPECT_EQ(decode_trailer(t), xxh64(body_));
+  EXPECT_EQ(decode_trailer(t), xxh3_64(body_));
 }
 
 TEST_F(TransferSessionTest, ChecksumTrailerReceivedInAnyPieceSizes) {

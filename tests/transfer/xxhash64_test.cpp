@@ -3,12 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace niox::transfer {
 namespace {
@@ -67,47 +63,6 @@ TEST(XxHash64, ByteAtATimeAndDigestDoesNotDisturbState) {
   EXPECT_EQ(h.digest(), 0xEF46DB3751D8E999ULL);
   h.update(std::span<const std::byte>{}).update("a").update(std::span<const std::byte>{});
   EXPECT_EQ(h.digest(), 0xD24EC4F1A98C6E5BULL);
-}
-
-TEST(XxHash64, FileChecksumMatchesInMemory) {
-  auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  int fd = ::mkstemp(path.data());
-  ASSERT_GE(fd, 0);
-  ::unlink(path.c_str());
-  const auto data = pattern(600 * 1024 + 7);  // several read chunks and a ragged end
-  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  std::error_code ec;
-  EXPECT_EQ(xxh64_file(fd, 0, data.size(), ec), xxh64(data));
-  EXPECT_FALSE(ec);
-  EXPECT_EQ(xxh64_file(fd, 100, 5000, ec), xxh64(std::string_view(data).substr(100, 5000)));
-  xxh64_file(fd, 0, data.size() + 1, ec);
-  EXPECT_EQ(ec, std::errc::io_error);  // the file ended early
-  ::close(fd);
-  xxh64_file(fd, 0, 1, ec);
-  EXPECT_EQ(ec, std::errc::bad_file_descriptor);
-}
-
-// The file is hashed through mappings: one that shrinks while it is mapped must give an error,
-// not a SIGBUS. A mapping made before the truncation stands in for the race.
-TEST(XxHash64, FileShrinkingUnderTheMappingIsAnError) {
-  auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  int fd = ::mkstemp(path.data());
-  ASSERT_GE(fd, 0);
-  ::unlink(path.c_str());
-  const auto data = pattern(3 * 1024 * 1024);
-  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  std::error_code ec;
-  XxHash64 h;
-  std::vector<std::byte> scratch(4096);
-  xxh64_file_update(h, fd, 0, data.size(), scratch, ec);
-  EXPECT_FALSE(ec);
-  EXPECT_EQ(h.digest(), xxh64(data));
-  // Shrunk before the call: the end is found (pread), an error, no SIGBUS.
-  ASSERT_EQ(::ftruncate(fd, 1024 * 1024 + 100), 0);
-  XxHash64 h2;
-  xxh64_file_update(h2, fd, 0, data.size(), scratch, ec);
-  EXPECT_EQ(ec, std::errc::io_error);
-  ::close(fd);
 }
 
 }  // namespace
