@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -175,6 +176,36 @@ TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
   EXPECT_EQ(status, xfer::TransferStatus::checksum_mismatch);
   EXPECT_EQ(receiver_->wait(), 1);
   EXPECT_TRUE(out_.list().empty());
+}
+
+// A sender that trickles the body in small writes (hand-made clients, slow links) gives the
+// receiver's splices many small pieces, each its own pipe slot: every byte is stored, in order.
+TEST_P(TransferProgramTest, BodyInSmallWritesIsStoredExactly) {
+  auto body = pattern(3 * 1024 * 1024 + 77, 6);
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ASSERT_TRUE(send_all(fd, header_for("small.bin", body, niox::transfer::xxh64(body))));
+  for (std::size_t at = 0; at < body.size(); at += 100) {
+    ASSERT_TRUE(send_all(fd, body.substr(at, 100)));
+  }
+  char reply[xfer::reply_size];
+  std::size_t got = 0;
+  while (got < sizeof reply) {
+    ssize_t n = ::recv(fd, reply + got, sizeof reply - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  ASSERT_EQ(got, sizeof reply) << "receiver: " << receiver_->read_stderr();
+  xfer::TransferStatus status{};
+  EXPECT_FALSE(xfer::decode_reply(std::as_bytes(std::span(reply)), status));
+  EXPECT_EQ(status, xfer::TransferStatus::ok);
+  EXPECT_EQ(receiver_->wait(), 0) << receiver_->read_stderr();
+  ASSERT_EQ(out_.list(), std::vector<std::string>{"small.bin"});
+  EXPECT_TRUE(out_.read("small.bin") == body);
 }
 
 TEST_P(TransferProgramTest, StreamThatIsNotATransferIsRefused) {
