@@ -1,4 +1,5 @@
 #include "xxh3.hpp"
+#include "xxhash_words.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -14,11 +15,13 @@ namespace {
 constexpr std::uint64_t prime32_1 = 0x9E3779B1U;
 constexpr std::uint64_t prime32_2 = 0x85EBCA77U;
 constexpr std::uint64_t prime32_3 = 0xC2B2AE3DU;
-constexpr std::uint64_t prime64_1 = 0x9E3779B185EBCA87ULL;
-constexpr std::uint64_t prime64_2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr std::uint64_t prime64_3 = 0x165667B19E3779F9ULL;
-constexpr std::uint64_t prime64_4 = 0x85EBCA77C2B2AE63ULL;
-constexpr std::uint64_t prime64_5 = 0x27D4EB2F165667C5ULL;
+using xxhash::prime64_1;
+using xxhash::prime64_2;
+using xxhash::prime64_3;
+using xxhash::prime64_4;
+using xxhash::prime64_5;
+using xxhash::read32;
+using xxhash::read64;
 constexpr std::uint64_t prime_mx1 = 0x165667919E3779F9ULL;
 constexpr std::uint64_t prime_mx2 = 0x9FB21C651E98DF25ULL;
 
@@ -42,25 +45,6 @@ alignas(64) constexpr unsigned char secret[secret_size] = {
     0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce,
     0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
 };
-
-// The specification reads input and secret words little-endian.
-inline std::uint64_t read64(const unsigned char* p) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) {
-    v = __builtin_bswap64(v);
-  }
-  return v;
-}
-
-inline std::uint32_t read32(const unsigned char* p) noexcept {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  if constexpr (std::endian::native == std::endian::big) {
-    v = __builtin_bswap32(v);
-  }
-  return v;
-}
 
 __extension__ typedef unsigned __int128 u128;
 

@@ -1,4 +1,5 @@
 #include "xxhash64.hpp"
+#include "xxhash_words.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -7,30 +8,13 @@
 namespace niox::transfer {
 namespace {
 
-constexpr std::uint64_t prime1 = 0x9E3779B185EBCA87ULL;
-constexpr std::uint64_t prime2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr std::uint64_t prime3 = 0x165667B19E3779F9ULL;
-constexpr std::uint64_t prime4 = 0x85EBCA77C2B2AE63ULL;
-constexpr std::uint64_t prime5 = 0x27D4EB2F165667C5ULL;
-
-// The specification reads input words little-endian.
-inline std::uint64_t read64(const unsigned char* p) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) {
-    v = __builtin_bswap64(v);
-  }
-  return v;
-}
-
-inline std::uint32_t read32(const unsigned char* p) noexcept {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  if constexpr (std::endian::native == std::endian::big) {
-    v = __builtin_bswap32(v);
-  }
-  return v;
-}
+using xxhash::read32;
+using xxhash::read64;
+constexpr std::uint64_t prime1 = xxhash::prime64_1;
+constexpr std::uint64_t prime2 = xxhash::prime64_2;
+constexpr std::uint64_t prime3 = xxhash::prime64_3;
+constexpr std::uint64_t prime4 = xxhash::prime64_4;
+constexpr std::uint64_t prime5 = xxhash::prime64_5;
 
 inline std::uint64_t round(std::uint64_t acc, std::uint64_t lane) noexcept {
   acc += lane * prime2;
