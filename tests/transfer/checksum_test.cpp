@@ -1,5 +1,7 @@
 #include "checksum.hpp"
 
+#include "known_pattern.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,13 +15,7 @@
 namespace niox::transfer {
 namespace {
 
-std::string pattern(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[i] = static_cast<char>((i * 31 + 7) & 0xff);
-  }
-  return s;
-}
+std::string pattern(std::size_t n) { return test::known_pattern(n); }
 
 std::uint64_t in_memory(ChecksumAlgorithm a, std::string_view s) {
   return a == ChecksumAlgorithm::xxh64 ? xxh64(s) : xxh3_64(s);

@@ -1,5 +1,7 @@
 #include "xxh3.hpp"
 
+#include "known_pattern.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,14 +12,7 @@
 namespace niox::transfer {
 namespace {
 
-// The pattern the known answers below were computed on (xxhsum 0.8.1 -H3, the reference).
-std::string pattern(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[i] = static_cast<char>((i * 31 + 7) & 0xff);
-  }
-  return s;
-}
+std::string pattern(std::size_t n) { return test::known_pattern(n); }
 
 // Every length class of the specification and its edges: empty, 1-3, 4-8, 9-16, 17-128,
 // 129-240, then stripes, the 1 KiB block and the buffered tail around them.

@@ -1,5 +1,7 @@
 #include "xxhash64.hpp"
 
+#include "known_pattern.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,14 +11,7 @@
 namespace niox::transfer {
 namespace {
 
-// The pattern the known answers below were computed on (with the reference xxHash library).
-std::string pattern(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[i] = static_cast<char>((i * 31 + 7) & 0xff);
-  }
-  return s;
-}
+std::string pattern(std::size_t n) { return test::known_pattern(n); }
 
 TEST(XxHash64, KnownAnswers) {
   EXPECT_EQ(xxh64(""), 0xEF46DB3751D8E999ULL);

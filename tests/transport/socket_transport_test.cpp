@@ -35,6 +35,20 @@ std::vector<std::byte> bytes_of(const Message& m) {
 
 std::uint64_t checksum(std::span<const std::byte> d) { return fnv1a(d); }
 
+std::vector<std::byte> concat(std::initializer_list<std::span<const std::byte>> parts) {
+  std::vector<std::byte> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+bool write_file(const std::string& path, std::span<const std::byte> content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::close(fd);
+  return ok;
+}
+
 TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
   ScratchDir dir;
   std::vector<SocketAddress> where{InetSocketAddress::loopback_v4(0)};
@@ -442,12 +456,7 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   ScratchDir dir;
   auto content = pseudo_random_bytes((1 << 20) + 123, 42);
   std::string path = (dir / "region.bin").string();
-  {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    ::close(fd);
-  }
+  ASSERT_TRUE(write_file(path, content));
   std::promise<std::error_code> too_long_result;
   std::promise<std::error_code> region_result;
   auto h = std::make_shared<LambdaHandler>();
@@ -469,12 +478,7 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
-  std::vector<std::byte> expect;
-  auto head = text_bytes("head");
-  auto tail = text_bytes("tail");
-  expect.insert(expect.end(), head.begin(), head.end());
-  expect.insert(expect.end(), content.begin(), content.end());
-  expect.insert(expect.end(), tail.begin(), tail.end());
+  auto expect = concat({text_bytes("head"), content, text_bytes("tail")});
   EXPECT_EQ(got.size(), expect.size());
   EXPECT_EQ(checksum(got), checksum(expect));
   auto r = region_result.get_future();
@@ -499,12 +503,7 @@ TEST_P(SocketTransportTest, FileRegionFlushIsCorkedUntilTheOutboundBufferDrains)
   ScratchDir dir;
   auto content = pseudo_random_bytes((1 << 20) + 77, 43);
   std::string path = (dir / "corked.bin").string();
-  {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    ::close(fd);
-  }
+  ASSERT_TRUE(write_file(path, content));
   std::atomic<int> cork_after_header{-2}, cork_after_drain{-2}, cork_after_plain{-2};
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
@@ -529,12 +528,7 @@ TEST_P(SocketTransportTest, FileRegionFlushIsCorkedUntilTheOutboundBufferDrains)
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
-  std::vector<std::byte> expect;
-  auto head = text_bytes("header");
-  auto plain = text_bytes("plain");
-  expect.insert(expect.end(), head.begin(), head.end());
-  expect.insert(expect.end(), content.begin(), content.end());
-  expect.insert(expect.end(), plain.begin(), plain.end());
+  auto expect = concat({text_bytes("header"), content, text_bytes("plain")});
   ASSERT_EQ(got.size(), expect.size());
   EXPECT_EQ(checksum(got), checksum(expect));
   EXPECT_EQ(cork_after_header.load(), 1);
@@ -548,12 +542,7 @@ TEST_P(SocketTransportTest, FileRegionOverAUnixSocketNeedsNoCork) {
   ScratchDir dir;
   auto content = pseudo_random_bytes(300000, 44);
   std::string path = (dir / "unix.bin").string();
-  {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    ::close(fd);
-  }
+  ASSERT_TRUE(write_file(path, content));
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     ctx.write(text("h"));
