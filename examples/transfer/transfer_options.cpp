@@ -45,7 +45,7 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string& erro
 std::string transfer_usage() {
   return "usage: niox-transfer recv --port P --out PATH [--bind ADDR] [--max-size BYTES]\n"
          "       niox-transfer send FILE --to HOST:PORT\n"
-         "Sends one file over TCP, zero-copy at both ends, verified end to end (XXH64).\n"
+         "Sends one file over TCP, zero-copy at both ends, verified end to end (XXH3-64).\n"
          "\n"
          "  recv               wait for one file, store it at PATH (or PATH/<name> if PATH is\n"
          "                     a directory); a broken or corrupt transfer leaves nothing behind\n"
