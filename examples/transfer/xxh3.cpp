@@ -219,6 +219,7 @@ struct Kernels {
 
 bool has_avx2() noexcept {
 #if defined(__x86_64__)
+  __builtin_cpu_init();  // may run before libgcc's own constructor has filled the CPU model in
   return __builtin_cpu_supports("avx2");
 #else
   return false;
@@ -237,12 +238,24 @@ Kernels kernels_for(Xxh3Kernel k) noexcept {
   return {accumulate_scalar, scramble_scalar};
 }
 
+struct Dispatch {
+  Xxh3Kernel kernel;
+  Kernels run;
+};
+
+// Chosen on first use rather than by a static initializer, so that a hash taken while other
+// translation units are still being initialized finds its kernels.
+Dispatch& dispatch() noexcept {
+  static Dispatch d = [] {
 #if defined(__x86_64__)
-Xxh3Kernel chosen = has_avx2() ? Xxh3Kernel::avx2 : Xxh3Kernel::sse2;
+    const Xxh3Kernel k = has_avx2() ? Xxh3Kernel::avx2 : Xxh3Kernel::sse2;
 #else
-Xxh3Kernel chosen = Xxh3Kernel::scalar;
+    const Xxh3Kernel k = Xxh3Kernel::scalar;
 #endif
-Kernels kernels = kernels_for(chosen);
+    return Dispatch{k, kernels_for(k)};
+  }();
+  return d;
+}
 
 std::uint64_t merge(const std::uint64_t* acc, std::uint64_t len) noexcept {
   std::uint64_t result = len * prime64_1;
@@ -255,7 +268,7 @@ std::uint64_t merge(const std::uint64_t* acc, std::uint64_t len) noexcept {
 
 }  // namespace
 
-Xxh3Kernel xxh3_kernel() noexcept { return chosen; }
+Xxh3Kernel xxh3_kernel() noexcept { return dispatch().kernel; }
 
 bool xxh3_use_kernel(Xxh3Kernel k) noexcept {
 #if !defined(__x86_64__)
@@ -266,8 +279,7 @@ bool xxh3_use_kernel(Xxh3Kernel k) noexcept {
   if (k == Xxh3Kernel::avx2 && !has_avx2()) {
     return false;
   }
-  chosen = k;
-  kernels = kernels_for(k);
+  dispatch() = Dispatch{k, kernels_for(k)};
   return true;
 }
 
@@ -283,6 +295,7 @@ void Xxh3::reset() noexcept {
 // Every stripe handed here is known not to end the input, so the block it completes is
 // scrambled at once (the specification leaves only the input's last block unscrambled).
 void Xxh3::consume(const unsigned char* p, std::size_t stripes) noexcept {
+  const Kernels& kernels = dispatch().run;
   while (stripes > 0) {
     const std::size_t n = std::min(stripes, stripes_per_block - stripe_in_block_);
     kernels.accumulate(acc_, p, secret + 8 * stripe_in_block_, n);
@@ -334,6 +347,7 @@ std::uint64_t Xxh3::digest() const noexcept {
   if (total_len_ <= mid_size_max) {
     return hash_short(tail_, static_cast<std::size_t>(total_len_));
   }
+  const Kernels& kernels = dispatch().run;
   alignas(64) std::uint64_t acc[8];
   std::memcpy(acc, acc_, sizeof acc);
   // Stripes of the tail that more bytes follow, within the (last) block, then the input's last
