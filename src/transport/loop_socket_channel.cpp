@@ -394,7 +394,6 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     GatherWrite g = out.gather();
     if (g.empty()) {
       out.gather_done();
-      set_cork(false);
       return;
     }
     if (g.file_region != nullptr || g.file_region_next) {
@@ -467,11 +466,7 @@ void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
     return;
   }
   out.adapt_max_bytes_per_write(write_attempted_, n);
-  out.remove_bytes(n);
-  if (out.is_empty()) {
-    set_cork(false);
-  }
-  notify_writable_again();
+  advance(out, n);
 }
 
 void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
@@ -492,6 +487,12 @@ void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
     notify_write_error(ec);
     return;
   }
+  advance(out, n);
+}
+
+// The kernel took n bytes: complete what they cover, uncork once nothing flushed is left (the
+// only place the outbound buffer drains), write on.
+void LoopSocketChannel::advance(OutboundBuffer& out, std::size_t n) {
   out.remove_bytes(n);
   if (out.is_empty()) {
     set_cork(false);

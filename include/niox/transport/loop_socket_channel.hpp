@@ -114,6 +114,7 @@ class LoopSocketChannel final : public Channel {
   void end_read_batch();
   void on_written(std::error_code ec, std::size_t n);
   void on_file_written(std::error_code ec, std::size_t n);
+  void advance(OutboundBuffer& out, std::size_t n);
   void set_cork(bool on) noexcept;
   void on_connected(std::error_code ec);
 
