@@ -13,6 +13,7 @@
 // Receiver:
 //   TransferReceiver rx(out_path, limits);
 //   while (rx.phase() == Phase::header) { read into buf; rx.on_header_bytes(buf); }
+//   rx.reserve_body();                             // the body's size on disk now: no room fails here
 //   rx.on_body_bytes(buf);                         // body bytes that came with the header
 //   while (rx.body_remaining() > 0) { n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n); }
 //   while (rx.phase() == Phase::trailer) { read rx.trailer_missing() bytes; rx.on_trailer_bytes(buf); }

@@ -67,6 +67,9 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
       ::send(sock, reply.bytes().data(), reply.remaining(), MSG_NOSIGNAL);
       return TransferStatus::refused;
     }
+    if (rx.phase() != TransferReceiver::Phase::header && (ec = rx.reserve_body())) {
+      return TransferStatus::write_failed;
+    }
     if ((ec = rx.on_body_bytes(in))) return TransferStatus::write_failed;
   }
   int pipe_fds[2];
