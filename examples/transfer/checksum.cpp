@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include <csetjmp>
 #include <csignal>
@@ -34,7 +35,7 @@ std::uint64_t Checksum::total_length() const noexcept {
 namespace {
 
 // A file mapped for hashing can shrink under us (another process truncates it): touching a page
-// past the new end raises SIGBUS. While hash_mapped() reads a mapping, SIGBUS jumps back to it
+// past the new end raises SIGBUS. While hash_guarded() reads a mapping, SIGBUS jumps back to it
 // and becomes an io_error; any other SIGBUS keeps its default action.
 thread_local sigjmp_buf* sigbus_target = nullptr;
 
@@ -57,61 +58,103 @@ void install_sigbus_handler() {
   });
 }
 
-// Hashes through read-only mappings, MAP_POPULATE'd a window at a time: no copy of the file into
-// a buffer, which is the larger part of hashing a file from the page cache through pread.
-// Advances offset/count past what it hashed; returns early (ec clear) where mmap fails, leaving
-// the rest to pread.
-void hash_mapped(Checksum& hash, int fd, std::uint64_t& offset, std::uint64_t& count,
-                 std::error_code& ec) {
-  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  constexpr std::uint64_t window = 4 << 20;
-  // Only what the file holds now is mapped: bytes of a last page past the end would read as
-  // zeros instead of failing. pread finds the end for the rest.
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) <= offset) {
-    return;
+// Hashes mapped bytes; false if they were cut off by the file shrinking (SIGBUS). On its own so
+// that no local of the caller is live across the sigsetjmp.
+bool hash_guarded(Checksum& hash, std::span<const std::byte> mapped) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) == 0) {
+    sigbus_target = &jump;
+    hash.update(mapped);
+    sigbus_target = nullptr;
+    return true;
   }
-  std::uint64_t mappable = std::min<std::uint64_t>(count, static_cast<std::uint64_t>(st.st_size) - offset);
-  install_sigbus_handler();
-  while (mappable > 0) {
-    const std::uint64_t base = offset & ~(page - 1);
-    const auto skip = static_cast<std::size_t>(offset - base);
-    const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(mappable, window - skip));
-    void* m = ::mmap(nullptr, skip + len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
-                     static_cast<off_t>(base));
-    if (m == MAP_FAILED) {
-      return;
-    }
-    sigjmp_buf jump;
-    if (sigsetjmp(jump, 0) == 0) {
-      sigbus_target = &jump;
-      hash.update({static_cast<const std::byte*>(m) + skip, len});
-      sigbus_target = nullptr;
-    } else {
-      sigbus_target = nullptr;  // the file ended inside the mapping
-      ::munmap(m, skip + len);
-      ec = std::make_error_code(std::errc::io_error);
-      return;
-    }
-    ::munmap(m, skip + len);
-    offset += len;
-    count -= len;
-    mappable -= len;
-  }
+  sigbus_target = nullptr;
+  return false;
 }
 
 }  // namespace
 
-void checksum_file_update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count,
-                          std::span<std::byte> scratch, std::error_code& ec) {
+FileHasher::FileHasher(FileHasher&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)),
+      map_(std::exchange(o.map_, nullptr)),
+      map_offset_(o.map_offset_),
+      map_length_(std::exchange(o.map_length_, 0)),
+      map_valid_(std::exchange(o.map_valid_, 0)),
+      scratch_(std::move(o.scratch_)) {}
+
+FileHasher& FileHasher::operator=(FileHasher&& o) noexcept {
+  if (this != &o) {
+    release();
+    fd_ = std::exchange(o.fd_, -1);
+    map_ = std::exchange(o.map_, nullptr);
+    map_offset_ = o.map_offset_;
+    map_length_ = std::exchange(o.map_length_, 0);
+    map_valid_ = std::exchange(o.map_valid_, 0);
+    scratch_ = std::move(o.scratch_);
+  }
+  return *this;
+}
+
+void FileHasher::release() noexcept {
+  if (map_ != nullptr) {
+    ::munmap(map_, map_length_);
+  }
+  fd_ = -1;
+  map_ = nullptr;
+  map_length_ = 0;
+  map_valid_ = 0;
+}
+
+// No MAP_POPULATE: a receiver's window reaches past what it has written (the file is
+// fallocated to its full size), and populating would read those blocks in as zero pages only
+// for the splice to overwrite them. Fault-around maps what is cached, a folio at a time.
+bool FileHasher::map_window(int fd, std::uint64_t offset) noexcept {
+  constexpr std::uint64_t align = 2 << 20;  // PMD size on x86-64 and arm64 with 4 KiB pages
+  constexpr std::uint64_t window = 64 << 20;
+  release();
+  // Only what the file holds now is mapped: bytes of a last page past the end would read as
+  // zeros instead of failing. Past the end, pread finds the end.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) <= offset) {
+    return false;
+  }
+  const std::uint64_t base = offset & ~(align - 1);
+  const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(window, static_cast<std::uint64_t>(st.st_size) - base));
+  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(base));
+  if (m == MAP_FAILED) {
+    return false;
+  }
+  ::madvise(m, len, MADV_SEQUENTIAL);  // read ahead of the fault, drop behind it
+  install_sigbus_handler();
+  fd_ = fd;
+  map_ = static_cast<std::byte*>(m);
+  map_offset_ = base;
+  map_length_ = len;
+  map_valid_ = len;
+  return true;
+}
+
+void FileHasher::update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count,
+                        std::error_code& ec) {
   ec.clear();
-  hash_mapped(hash, fd, offset, count, ec);
-  if (ec) {
-    return;
+  while (count > 0 && (covers(fd, offset) || map_window(fd, offset))) {
+    const std::size_t at = static_cast<std::size_t>(offset - map_offset_);
+    const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(count, map_valid_ - at));
+    if (!hash_guarded(hash, {map_ + at, len})) {  // the file ended inside the mapping
+      release();
+      ec = std::make_error_code(std::errc::io_error);
+      return;
+    }
+    offset += len;
+    count -= len;
+  }
+  constexpr std::size_t scratch_size = 256 * 1024;
+  if (count > 0 && !scratch_) {
+    scratch_ = std::make_unique<std::byte[]>(scratch_size);
   }
   while (count > 0) {
-    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(count, scratch.size()));
-    ssize_t n = ::pread(fd, scratch.data(), want, static_cast<off_t>(offset));
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(count, scratch_size));
+    ssize_t n = ::pread(fd, scratch_.get(), want, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -123,7 +166,7 @@ void checksum_file_update(Checksum& hash, int fd, std::uint64_t offset, std::uin
       ec = std::make_error_code(std::errc::io_error);
       return;
     }
-    hash.update(scratch.first(static_cast<std::size_t>(n)));
+    hash.update({scratch_.get(), static_cast<std::size_t>(n)});
     offset += static_cast<std::uint64_t>(n);
     count -= static_cast<std::uint64_t>(n);
   }
@@ -131,10 +174,9 @@ void checksum_file_update(Checksum& hash, int fd, std::uint64_t offset, std::uin
 
 std::uint64_t checksum_file(ChecksumAlgorithm algorithm, int fd, std::uint64_t offset,
                             std::uint64_t count, std::error_code& ec) {
-  constexpr std::size_t chunk = 256 * 1024;  // big enough to amortise the call, fits in L2
-  auto buf = std::make_unique<std::byte[]>(chunk);
   Checksum h(algorithm);
-  checksum_file_update(h, fd, offset, count, {buf.get(), chunk}, ec);
+  FileHasher hasher;
+  hasher.update(h, fd, offset, count, ec);
   return ec ? 0 : h.digest();
 }
 

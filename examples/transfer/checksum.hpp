@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <system_error>
 
@@ -36,12 +37,47 @@ class Checksum {
 std::uint64_t checksum_file(ChecksumAlgorithm algorithm, int fd, std::uint64_t offset,
                             std::uint64_t count, std::error_code& ec);
 
-// Adds `count` bytes of the file `fd` from `offset` to `hash`. Reads through read-only mappings
-// (no copy; a file that shrinks meanwhile is an io_error, not a SIGBUS: a SIGBUS handler is
-// installed for that), and with pread through `scratch` where the file cannot be mapped (a
-// buffer that fits in the CPU's cache is best: 256 KiB). Errors as checksum_file; on an error
-// `hash` holds an unspecified part of the range.
-void checksum_file_update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count,
-                          std::span<std::byte> scratch, std::error_code& ec);
+// Hashes ranges of one file, in any order, through the page cache. It reads through a read-only
+// mapping of up to 64 MiB that it keeps between calls, starting on a 2 MiB boundary of the file:
+// a file whose page cache holds large folios (one read from disk, or written in large pieces)
+// is then mapped a folio, or a whole PMD, at a time instead of a 4 KiB page at a time, and the
+// per-chunk mmap/munmap of a sender or receiver that hashes 1 MiB at a time is gone. Where the
+// file cannot be mapped it reads with pread through a 256 KiB buffer (fits in L2).
+//
+// A file that shrinks while it is mapped is an io_error, not a SIGBUS: a process-wide SIGBUS
+// handler is installed on first use for that (any other SIGBUS keeps its default action).
+//
+// The hasher holds a mapping of the file, not the descriptor: call release() (or destroy it)
+// before `fd` is closed, since a later file given the same number would otherwise be read
+// through the old mapping.
+class FileHasher {
+ public:
+  FileHasher() = default;
+  ~FileHasher() { release(); }
+  FileHasher(FileHasher&& o) noexcept;
+  FileHasher& operator=(FileHasher&& o) noexcept;
+  FileHasher(const FileHasher&) = delete;
+  FileHasher& operator=(const FileHasher&) = delete;
+
+  // Adds `count` bytes of the file `fd` from `offset` to `hash`. Errors as checksum_file; on an
+  // error `hash` holds an unspecified part of the range.
+  void update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count, std::error_code& ec);
+
+  // Unmaps the window; the next update() maps again.
+  void release() noexcept;
+
+ private:
+  bool map_window(int fd, std::uint64_t offset) noexcept;
+  bool covers(int fd, std::uint64_t offset) const noexcept {
+    return map_ != nullptr && fd == fd_ && offset >= map_offset_ && offset - map_offset_ < map_valid_;
+  }
+
+  int fd_ = -1;
+  std::byte* map_ = nullptr;
+  std::uint64_t map_offset_ = 0;  // file offset of map_[0], a multiple of 2 MiB
+  std::size_t map_length_ = 0;    // as given to mmap
+  std::size_t map_valid_ = 0;     // bytes of the mapping inside the file when it was mapped
+  std::unique_ptr<std::byte[]> scratch_;
+};
 
 }  // namespace niox::transfer

@@ -17,10 +17,11 @@ SendPlan::SendPlan(SendPlan&& o) noexcept
       header(std::move(o.header)),
       header_bytes(std::move(o.header_bytes)),
       hash(o.hash),
-      scratch(std::move(o.scratch)) {}
+      hasher(std::move(o.hasher)) {}
 
 SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
   if (this != &o) {
+    hasher.release();
     if (fd >= 0) {
       ::close(fd);
     }
@@ -29,7 +30,7 @@ SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
     header = std::move(o.header);
     header_bytes = std::move(o.header_bytes);
     hash = o.hash;
-    scratch = std::move(o.scratch);
+    hasher = std::move(o.hasher);
   }
   return *this;
 }
@@ -38,16 +39,13 @@ std::error_code SendPlan::hash_chunk(std::uint64_t offset, std::uint64_t n) {
   if (offset != bytes_hashed() || n > size - offset) {
     return std::make_error_code(std::errc::invalid_argument);
   }
-  constexpr std::size_t scratch_size = 256 * 1024;  // fits in L2
-  if (!scratch) {
-    scratch = std::make_unique<std::byte[]>(scratch_size);
-  }
   std::error_code ec;
-  checksum_file_update(hash, fd, offset, n, {scratch.get(), scratch_size}, ec);
+  hasher.update(hash, fd, offset, n, ec);
   return ec;
 }
 
 SendPlan::~SendPlan() {
+  hasher.release();
   if (fd >= 0) {
     ::close(fd);
   }
@@ -110,6 +108,7 @@ TransferReceiver::TransferReceiver(std::string destination, TransferLimits limit
     : destination_(std::move(destination)), limits_(limits) {}
 
 std::error_code TransferReceiver::fail(std::error_code ec) noexcept {
+  hasher_.release();
   file_.discard();
   phase_ = Phase::failed;
   return ec;
@@ -211,14 +210,10 @@ std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_co
   if (phase_ != Phase::body && phase_ != Phase::trailer && phase_ != Phase::verifying) {
     return 0;
   }
-  constexpr std::size_t chunk = 256 * 1024;
-  if (!hash_buf_) {
-    hash_buf_ = std::make_unique<std::byte[]>(chunk);
-  }
   std::size_t done = 0;
   if (hashed_ < received_ && max_bytes > 0) {
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
-    checksum_file_update(hash_, file_.fd(), hashed_, want, {hash_buf_.get(), chunk}, ec);
+    hasher_.update(hash_, file_.fd(), hashed_, want, ec);
     if (ec) {
       fail(ec);
       return done;
@@ -255,6 +250,7 @@ TransferStatus TransferReceiver::finish(std::error_code& ec) {
       return TransferStatus::write_failed;
     }
   }
+  hasher_.release();
   const std::uint64_t sum = hash_.digest();
   if (sum != header_.checksum) {
     ec = fail(make_error_code(TransferErrc::checksum_mismatch));

@@ -54,8 +54,8 @@ struct SendPlan {
   // Trailer placement, once the whole body was hashed: the trailer to send after the body.
   ByteBuffer trailer() const { return encode_trailer(hash.digest()); }
 
-  Checksum hash;                         // trailer placement: over the body hashed so far
-  std::unique_ptr<std::byte[]> scratch;  // hash_chunk's read buffer
+  Checksum hash;      // trailer placement: over the body hashed so far
+  FileHasher hasher;  // reads fd for hash_chunk
 
   SendPlan() = default;
   SendPlan(SendPlan&& o) noexcept;
@@ -145,7 +145,7 @@ class TransferReceiver {
   std::size_t trailer_len_ = 0;
   Checksum hash_;              // over [0, hashed_) of the body, read back from the file
   std::uint64_t hashed_ = 0;
-  std::unique_ptr<std::byte[]> hash_buf_;
+  FileHasher hasher_;          // reads the body back from file_
 };
 
 }  // namespace niox::transfer
