@@ -280,6 +280,7 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   op->offset_out = a.offset_out;
   op->length = a.length;
   op->events = a.events;
+  op->more = a.more;
   op->fn = std::move(fn);
   if (a.single) op->bufs.push_back(std::move(*a.single));
   else op->bufs.assign(a.many.begin(), a.many.end());

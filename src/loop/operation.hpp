@@ -45,6 +45,7 @@ struct Operation {
   bool connect_started = false;   // epoll connect: ::connect already issued
   bool fd_is_socket = false;
   bool poll_first = false;        // the socket was drained by the last read: wait, then read
+  bool more = false;              // write on a socket: MSG_MORE (WriteFlags::more)
 
   int fd = -1;
   int fd_out = -1;

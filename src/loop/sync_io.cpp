@@ -26,8 +26,9 @@ long once(Operation& op) noexcept {
       return ::readv(op.fd, op.iov.data(), op.iovcnt);
     case OpKind::write:
       if (op.fd_is_socket) {
-        return op.iovcnt == 1 ? ::send(op.fd, op.iov[0].iov_base, op.iov[0].iov_len, MSG_NOSIGNAL)
-                              : ::sendmsg(op.fd, &op.msg, MSG_NOSIGNAL);
+        const int flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
+        return op.iovcnt == 1 ? ::send(op.fd, op.iov[0].iov_base, op.iov[0].iov_len, flags)
+                              : ::sendmsg(op.fd, &op.msg, flags);
       }
       return op.iovcnt == 1 ? ::write(op.fd, op.iov[0].iov_base, op.iov[0].iov_len)
                             : ::writev(op.fd, op.iov.data(), op.iovcnt);

@@ -10,13 +10,18 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -432,6 +437,101 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
   EXPECT_EQ(past, LoopError::end_of_file);
   EXPECT_EQ(n_past, 10u);
+}
+
+int unsent_bytes(int fd) {
+  int n = -1;
+  return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
+}
+
+// WriteFlags::more is MSG_MORE: the bytes wait in the socket, unsent, for what follows; a plain
+// write or a transfer_to pushes them with its own bytes, in order. On a pipe the flag is ignored.
+TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
+  EventLoop loop(options());
+  LoopFd listener = test::loop_tcp_listener();
+  LoopFd client = test::loop_tcp_socket();
+  int server = -1;
+  bool connected = false;
+  loop.accept(listener.get(), [&](std::error_code ec, int fd) {
+    EXPECT_FALSE(ec);
+    server = fd;
+  });
+  loop.connect(client.get(), InetSocketAddress::loopback_v4(test::local_port(listener.get())),
+               [&](std::error_code ec) {
+                 EXPECT_FALSE(ec);
+                 connected = true;
+               });
+  ASSERT_TRUE(run_until(loop, [&] { return connected && server >= 0; }));
+  LoopFd server_fd(server);
+  int one = 1;
+  ASSERT_EQ(::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
+
+  int writes = 0;
+  auto counted = [&](std::error_code ec, std::size_t, auto&&) {
+    EXPECT_FALSE(ec);
+    ++writes;
+  };
+  loop.write(client.get(), text("head"), WriteFlags::more, counted);
+  ASSERT_TRUE(run_until(loop, [&] { return writes == 1; }));
+  EXPECT_EQ(unsent_bytes(client.get()), 4);
+  std::array<ByteBuffer, 2> two{text("er"), text("\r\n")};
+  loop.write(client.get(), std::span<const ByteBuffer>(two), WriteFlags::more, counted);
+  ASSERT_TRUE(run_until(loop, [&] { return writes == 2; }));
+  EXPECT_EQ(unsent_bytes(client.get()), 8);
+
+  LoopFd file = test::loop_temp_file();
+  std::string body;
+  for (int i = 0; i < 200000; ++i) body.push_back(static_cast<char>(i * 13 + i / 257));
+  ASSERT_EQ(::pwrite(file.get(), body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
+  bool sent = false;
+  loop.transfer_to(file.get(), 0, body.size(), client.get(), [&](std::error_code ec, std::size_t n) {
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(n, body.size());
+    sent = true;
+  });
+  std::string got;
+  std::function<void()> read_more = [&] {
+    loop.read(server, ByteBuffer::allocate(65536), [&](std::error_code ec, std::size_t, ByteBuffer b) {
+      ASSERT_FALSE(ec);
+      got += filled(b);
+      if (got.size() < 8 + body.size()) read_more();
+    });
+  };
+  read_more();
+  ASSERT_TRUE(run_until(loop, [&] { return sent && got.size() == 8 + body.size(); }));
+  EXPECT_TRUE(got == "header\r\n" + body);
+
+  // Held again, then pushed by a plain write in the same send.
+  loop.write(client.get(), text("tail"), WriteFlags::more, counted);
+  ASSERT_TRUE(run_until(loop, [&] { return writes == 3; }));
+  EXPECT_EQ(unsent_bytes(client.get()), 4);
+  loop.write(client.get(), text("!"), counted);
+  ASSERT_TRUE(run_until(loop, [&] { return writes == 4; }));
+  EXPECT_EQ(unsent_bytes(client.get()), 0);
+  got.clear();
+  read_more = [&] {
+    loop.read(server, ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t, ByteBuffer b) {
+      ASSERT_FALSE(ec);
+      got += filled(b);
+      if (got.size() < 5) read_more();
+    });
+  };
+  read_more();
+  ASSERT_TRUE(run_until(loop, [&] { return got.size() == 5; }));
+  EXPECT_EQ(got, "tail!");
+
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+  LoopFd pr(p[0]), pw(p[1]);
+  loop.write(pw.get(), text("pipe"), WriteFlags::more, counted);
+  ASSERT_TRUE(run_until(loop, [&] { return writes == 5; }));
+  char buf[8];
+  EXPECT_EQ(::read(pr.get(), buf, sizeof buf), 4);
+  loop.close(server_fd.release());
+  loop.close(client.release());
+  loop.close(listener.release());
+  loop.close(pr.release());
+  loop.close(pw.release());
 }
 
 TEST_P(LoopTest, TimersFireInDeadlineOrderAndCancelOnce) {

@@ -127,8 +127,17 @@ struct OpArgs {
   const SocketAddress* address = nullptr;  // connect, sendmsg destination
   std::chrono::nanoseconds delay{};     // timers
   std::chrono::nanoseconds period{};    // periodic timers (0 = one-shot)
+  bool more = false;                    // write on a socket: MSG_MORE
 };
 }  // namespace detail
+
+// How a write to a socket is sent. `more` is MSG_MORE on each of its sends: the kernel keeps the
+// write's last partial segment back for the bytes that follow at once, so that a response's
+// header and the first bytes of its file body leave as one segment. The caller must send those
+// bytes next: a write without `more`, or transfer_to, whose last sendfile call pushes. Until
+// then the held bytes wait (Linux sends them after about 200 ms, with its zero-window probe).
+// Ignored where the descriptor is not a socket.
+enum class WriteFlags : std::uint8_t { none = 0, more = 1 };
 
 class EventLoop {
  public:
@@ -201,8 +210,19 @@ class EventLoop {
   // resubmitted from where they stopped); handler(ec, n, std::span<ByteBuffer>).
   template <class H>
   OperationHandle write(int fd, std::span<const ByteBuffer> bufs, H&& handler) {
+    return write(fd, bufs, WriteFlags::none, std::forward<H>(handler));
+  }
+  // The same two writes sent with `flags` (see WriteFlags).
+  template <class H>
+  OperationHandle write(int fd, ByteBuffer buf, WriteFlags flags, H&& handler) {
+    return start_single(detail::OpKind::write, fd, std::move(buf), std::forward<H>(handler),
+                        flags == WriteFlags::more);
+  }
+  template <class H>
+  OperationHandle write(int fd, std::span<const ByteBuffer> bufs, WriteFlags flags, H&& handler) {
     detail::OpArgs a{detail::OpKind::write, fd};
     a.many = bufs;
+    a.more = flags == WriteFlags::more;
     return start(a, wrap_many(std::forward<H>(handler)));
   }
 
@@ -350,9 +370,10 @@ class EventLoop {
 
  private:
   template <class H>
-  OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler) {
+  OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler, bool more = false) {
     detail::OpArgs a{kind, fd};
     a.single = &buf;
+    a.more = more;
     return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
       h(c.ec, c.bytes, std::move(c.buffers[0]));
     });
