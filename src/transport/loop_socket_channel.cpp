@@ -394,10 +394,8 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     GatherWrite g = out.gather();
     if (g.empty()) {
       out.gather_done();
+      push_held();  // a region behind the held bytes failed before sending any
       return;
-    }
-    if (g.file_region != nullptr || g.file_region_next) {
-      set_cork(true);
     }
     if (g.other != nullptr) {
       // Never queued by this transport (accepts_outbound refuses it); fail it, go on.
@@ -431,20 +429,22 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     writing_ = true;
     set_write_pending(true);
     write_attempted_ = g.bytes;
+    write_more_ = g.file_region_next && (family_ == AF_INET || family_ == AF_INET6);
+    const WriteFlags flags = write_more_ ? WriteFlags::more : WriteFlags::none;
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {
       const iovec& v = g.iovecs[0];
       loop_->write(fd_,
                    ByteBuffer::wrap(std::span<const std::byte>(
                        static_cast<const std::byte*>(v.iov_base), v.iov_len)),
-                   std::move(done));
+                   flags, std::move(done));
     } else {
       write_views_.clear();
       for (const iovec& v : g.iovecs) {
         write_views_.push_back(ByteBuffer::wrap(
             std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len)));
       }
-      loop_->write(fd_, std::span<const ByteBuffer>(write_views_), std::move(done));
+      loop_->write(fd_, std::span<const ByteBuffer>(write_views_), flags, std::move(done));
       write_views_.clear();
     }
     return;
@@ -466,6 +466,9 @@ void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
     return;
   }
   out.adapt_max_bytes_per_write(write_attempted_, n);
+  if (n > 0) {
+    more_held_ = write_more_;
+  }
   advance(out, n);
 }
 
@@ -487,28 +490,32 @@ void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
     notify_write_error(ec);
     return;
   }
+  if (n > 0) {
+    more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushed what was held
+  }
   advance(out, n);
 }
 
-// The kernel took n bytes: complete what they cover, uncork once nothing flushed is left (the
-// only place the outbound buffer drains), write on.
+// The kernel took n bytes: complete what they cover, push what MSG_MORE still holds once
+// nothing flushed is left (the only place the outbound buffer drains), write on.
 void LoopSocketChannel::advance(OutboundBuffer& out, std::size_t n) {
   out.remove_bytes(n);
   if (out.is_empty()) {
-    set_cork(false);
+    push_held();
   }
   notify_writable_again();
 }
 
-// Only TCP has TCP_CORK; a failure (never expected on a TCP socket) just leaves it uncorked.
-void LoopSocketChannel::set_cork(bool on) noexcept {
-  if (corked_ == on || (family_ != AF_INET && family_ != AF_INET6)) {
+// Bytes sent with MSG_MORE wait for the file region behind them; when that region failed before
+// sending a byte, only the kernel's probe timer (about 200 ms) would push them. Clearing
+// TCP_CORK pushes a socket's pending partial segment whether or not it was corked.
+void LoopSocketChannel::push_held() noexcept {
+  if (!more_held_) {
     return;
   }
-  int v = on ? 1 : 0;
-  if (::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &v, sizeof v) == 0 || !on) {
-    corked_ = on;
-  }
+  more_held_ = false;
+  int off = 0;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
 }
 
 // ---- Closing ------------------------------------------------------------------------------

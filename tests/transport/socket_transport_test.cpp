@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <mutex>
 #include <thread>
@@ -488,35 +490,32 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   peer.close();
 }
 
-int tcp_cork(ChannelHandlerContext& ctx) {
-  int v = -1;
-  socklen_t len = sizeof v;
+// Bytes written to the socket that the kernel has not sent yet (held back by MSG_MORE).
+int unsent_bytes(ChannelHandlerContext& ctx) {
+  int n = -1;
   int fd = dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd();
-  if (::getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) != 0) return -1;
-  return v;
+  return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
 }
 
-// A header written in front of a FileRegion leaves corked with the file (nginx's tcp_nopush):
-// TCP_CORK is on from the header until the outbound buffer drains, then off again, so a later
-// write without a file is not held back; nothing is lost or reordered on the way.
-TEST_P(SocketTransportTest, FileRegionFlushIsCorkedUntilTheOutboundBufferDrains) {
+// The bytes in front of a FileRegion (a response's header) go with MSG_MORE: once written they
+// wait in the socket for the file's first bytes instead of leaving as a segment of their own;
+// the region and a later plain write push everything, in order.
+TEST_P(SocketTransportTest, HeaderInFrontOfAFileRegionWaitsToLeaveWithIt) {
   ScratchDir dir;
   auto content = pseudo_random_bytes((1 << 20) + 77, 43);
-  std::string path = (dir / "corked.bin").string();
+  std::string path = (dir / "held.bin").string();
   ASSERT_TRUE(write_file(path, content));
-  std::atomic<int> cork_after_header{-2}, cork_after_drain{-2}, cork_after_plain{-2};
+  std::atomic<int> unsent_after_header{-2}, unsent_after_plain{-2};
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     auto file = FileHandle::open(path);
     ctx.write(text("header")).add_listener([&](const std::error_code&) {
-      cork_after_header = tcp_cork(ctx);  // the region is still queued behind it
+      unsent_after_header = unsent_bytes(ctx);  // the region is still queued behind it
     });
     ctx.write(FileRegion(file, 0, content.size())).add_listener([&](const std::error_code& ec) {
       EXPECT_FALSE(ec);
       ctx.channel().executor().execute([&] {
-        cork_after_drain = tcp_cork(ctx);
         ctx.write_and_flush(text("plain")).add_listener([&](const std::error_code&) {
-          cork_after_plain = tcp_cork(ctx);
           ctx.shutdown_output();
         });
       });
@@ -531,14 +530,44 @@ TEST_P(SocketTransportTest, FileRegionFlushIsCorkedUntilTheOutboundBufferDrains)
   auto expect = concat({text_bytes("header"), content, text_bytes("plain")});
   ASSERT_EQ(got.size(), expect.size());
   EXPECT_EQ(checksum(got), checksum(expect));
-  EXPECT_EQ(cork_after_header.load(), 1);
-  EXPECT_EQ(cork_after_drain.load(), 0);
-  EXPECT_EQ(cork_after_plain.load(), 0);
+  EXPECT_EQ(unsent_after_header.load(), 6);
   peer.close();
 }
 
-// Unix-domain sockets have no TCP_CORK: a FileRegion goes out all the same.
-TEST_P(SocketTransportTest, FileRegionOverAUnixSocketNeedsNoCork) {
+// A header held for a region that then fails before sending a byte (its file is too short) is
+// pushed once the outbound buffer drains: it does not wait for the kernel's probe timer.
+TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
+  ScratchDir dir;
+  auto content = pseudo_random_bytes(5000, 45);
+  std::string path = (dir / "short.bin").string();
+  ASSERT_TRUE(write_file(path, content));
+  std::promise<std::error_code> region_result;
+  std::promise<int> unsent_after_drain;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    ctx.write(text("header"));
+    ctx.write(FileRegion(FileHandle::open(path), 0, content.size() + 100))
+        .add_listener([&](const std::error_code& ec) {
+          region_result.set_value(ec);
+          ctx.channel().executor().execute([&] { unsent_after_drain.set_value(unsent_bytes(ctx)); });
+        });
+    ctx.flush();
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto r = region_result.get_future();
+  EXPECT_EQ(wait_for(r), transport::Errc::file_region_truncated);
+  auto u = unsent_after_drain.get_future();
+  EXPECT_EQ(wait_for(u), 0);
+  char buf[16];
+  EXPECT_EQ(::recv(peer.fd(), buf, sizeof buf, 0), 6);
+  peer.close();
+}
+
+// Unix-domain sockets take no MSG_MORE from the transport: a FileRegion goes out all the same.
+TEST_P(SocketTransportTest, FileRegionOverAUnixSocket) {
   ScratchDir dir;
   auto content = pseudo_random_bytes(300000, 44);
   std::string path = (dir / "unix.bin").string();

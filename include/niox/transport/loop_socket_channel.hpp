@@ -20,11 +20,12 @@
 // the kernel at a time. A FileRegion goes through EventLoop::transfer_to (sendfile); a region
 // whose file is shorter than position + count fails its own write with
 // Errc::file_region_truncated before anything of it is sent (the connection stays usable), or
-// closes the connection if the file shrank during the transfer. On TCP, a flush that reaches a
-// FileRegion is sent corked (TCP_CORK, like nginx's tcp_nopush) from the bytes in front of the
-// region until the outbound buffer is empty: a response's header leaves with the file's first
-// bytes and the body in full segments rather than one small segment per sendfile, which costs
-// the reader a wakeup and an ACK each; the uncork pushes the last partial segment at once.
+// closes the connection if the file shrank during the transfer. On TCP, the bytes in front of a
+// FileRegion (a response's header) are sent with MSG_MORE, so they leave in one segment with
+// the file's first bytes; sendfile's last call pushes the region's tail at once. Should the
+// region fail before sending anything, the held bytes are pushed when the outbound buffer
+// drains. (TCP_CORK, nginx's tcp_nopush, did the same at two setsockopt calls a response, and
+// held every response's tail until the loop turn's other sendfiles had run.)
 //
 // Closing: close() closes the descriptor through the loop (pending operations are aborted and
 // their buffers released when the kernel lets go); every pending write fails once with
@@ -115,7 +116,7 @@ class LoopSocketChannel final : public Channel {
   void on_written(std::error_code ec, std::size_t n);
   void on_file_written(std::error_code ec, std::size_t n);
   void advance(OutboundBuffer& out, std::size_t n);
-  void set_cork(bool on) noexcept;
+  void push_held() noexcept;
   void on_connected(std::error_code ec);
 
   EventLoop* loop_;
@@ -126,7 +127,8 @@ class LoopSocketChannel final : public Channel {
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
   bool writing_ = false;          // a write or transfer is in the kernel
-  bool corked_ = false;           // TCP_CORK is on (a file region is being flushed)
+  bool write_more_ = false;       // the write in the kernel goes with MSG_MORE (a region follows)
+  bool more_held_ = false;        // bytes sent with MSG_MORE may still wait for a push
   bool abort_on_close_ = false;
   bool connecting_ = false;
   bool connect_timed_out_ = false;

@@ -62,8 +62,8 @@ struct GatherWrite {
   // (a socket transport never queues one; EmbeddedChannel hands it out as is).
   Message* other = nullptr;
   // Set when these bytes are the whole run in front of a flushed FileRegion (a response's
-  // header before its file body): a TCP transport corks so that they leave with the file's
-  // first bytes instead of as a segment of their own.
+  // header before its file body): a TCP transport sends them with MSG_MORE so that they leave
+  // with the file's first bytes instead of as a segment of their own.
   bool file_region_next = false;
 
   bool empty() const noexcept { return bytes == 0 && file_region == nullptr && other == nullptr; }
