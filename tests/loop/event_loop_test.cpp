@@ -173,23 +173,37 @@ TEST_P(LoopTest, EndOfStreamIsZeroBytesWithoutError) {
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
 }
 
-TEST_P(LoopTest, AcceptConnectAndTalk) {
-  EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
-  LoopFd client = test::loop_tcp_socket();
+// One loopback TCP connection accepted and connected through the loop; server_fd is empty
+// (get() < 0) if that failed.
+struct Connected {
+  LoopFd client;
+  LoopFd server_fd;
+};
+Connected connect_through(EventLoop& loop, const LoopFd& listener) {
+  Connected c{test::loop_tcp_socket(), LoopFd()};
   int server = -1;
   bool connected = false;
   loop.accept(listener.get(), [&](std::error_code ec, int fd) {
     EXPECT_FALSE(ec);
     server = fd;
   });
-  loop.connect(client.get(), InetSocketAddress::loopback_v4(test::local_port(listener.get())),
+  loop.connect(c.client.get(), InetSocketAddress::loopback_v4(test::local_port(listener.get())),
                [&](std::error_code ec) {
                  EXPECT_FALSE(ec);
                  connected = true;
                });
-  ASSERT_TRUE(run_until(loop, [&] { return connected && server >= 0; }));
-  LoopFd server_fd(server);
+  if (run_until(loop, [&] { return connected && server >= 0; })) {
+    c.server_fd = LoopFd(server);
+  }
+  return c;
+}
+
+TEST_P(LoopTest, AcceptConnectAndTalk) {
+  EventLoop loop(options());
+  LoopFd listener = test::loop_tcp_listener();
+  auto [client, server_fd] = connect_through(loop, listener);
+  const int server = server_fd.get();
+  ASSERT_GE(server, 0);
   EXPECT_TRUE(::fcntl(server, F_GETFD) & FD_CLOEXEC);
   std::string got;
   loop.write(client.get(), text("ping"), [](std::error_code ec, std::size_t, ByteBuffer) { EXPECT_FALSE(ec); });
@@ -449,20 +463,9 @@ int unsent_bytes(int fd) {
 TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   EventLoop loop(options());
   LoopFd listener = test::loop_tcp_listener();
-  LoopFd client = test::loop_tcp_socket();
-  int server = -1;
-  bool connected = false;
-  loop.accept(listener.get(), [&](std::error_code ec, int fd) {
-    EXPECT_FALSE(ec);
-    server = fd;
-  });
-  loop.connect(client.get(), InetSocketAddress::loopback_v4(test::local_port(listener.get())),
-               [&](std::error_code ec) {
-                 EXPECT_FALSE(ec);
-                 connected = true;
-               });
-  ASSERT_TRUE(run_until(loop, [&] { return connected && server >= 0; }));
-  LoopFd server_fd(server);
+  auto [client, server_fd] = connect_through(loop, listener);
+  const int server = server_fd.get();
+  ASSERT_GE(server, 0);
   int one = 1;
   ASSERT_EQ(::setsockopt(client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), 0);
 
