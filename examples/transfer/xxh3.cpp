@@ -59,14 +59,6 @@ inline std::uint64_t avalanche(std::uint64_t h) noexcept {
   return h ^ (h >> 32);
 }
 
-inline std::uint64_t avalanche_xxh64(std::uint64_t h) noexcept {
-  h ^= h >> 33;
-  h *= prime64_2;
-  h ^= h >> 29;
-  h *= prime64_3;
-  return h ^ (h >> 32);
-}
-
 inline std::uint64_t mix16(const unsigned char* in, const unsigned char* sec) noexcept {
   return mul128_fold64(read64(in) ^ read64(sec), read64(in + 8) ^ read64(sec + 8));
 }
@@ -75,7 +67,7 @@ inline std::uint64_t mix16(const unsigned char* in, const unsigned char* sec) no
 
 std::uint64_t hash_short(const unsigned char* in, std::size_t len) noexcept {
   if (len == 0) {
-    return avalanche_xxh64(read64(secret + 56) ^ read64(secret + 64));
+    return xxhash::avalanche64(read64(secret + 56) ^ read64(secret + 64));
   }
   if (len <= 3) {
     const std::uint32_t combined = static_cast<std::uint32_t>(in[len - 1]) |
@@ -83,7 +75,7 @@ std::uint64_t hash_short(const unsigned char* in, std::size_t len) noexcept {
                                    static_cast<std::uint32_t>(in[0]) << 16 |
                                    static_cast<std::uint32_t>(in[len >> 1]) << 24;
     const std::uint64_t flip = read32(secret) ^ read32(secret + 4);
-    return avalanche_xxh64(flip ^ combined);
+    return xxhash::avalanche64(flip ^ combined);
   }
   if (len <= 8) {
     const std::uint64_t combined =

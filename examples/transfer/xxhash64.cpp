@@ -10,21 +10,21 @@ namespace {
 
 using xxhash::read32;
 using xxhash::read64;
-constexpr std::uint64_t prime1 = xxhash::prime64_1;
-constexpr std::uint64_t prime2 = xxhash::prime64_2;
-constexpr std::uint64_t prime3 = xxhash::prime64_3;
-constexpr std::uint64_t prime4 = xxhash::prime64_4;
-constexpr std::uint64_t prime5 = xxhash::prime64_5;
+using xxhash::prime64_1;
+using xxhash::prime64_2;
+using xxhash::prime64_3;
+using xxhash::prime64_4;
+using xxhash::prime64_5;
 
 inline std::uint64_t round(std::uint64_t acc, std::uint64_t lane) noexcept {
-  acc += lane * prime2;
+  acc += lane * prime64_2;
   acc = std::rotl(acc, 31);
-  return acc * prime1;
+  return acc * prime64_1;
 }
 
 inline std::uint64_t merge_round(std::uint64_t acc, std::uint64_t val) noexcept {
   acc ^= round(0, val);
-  return acc * prime1 + prime4;
+  return acc * prime64_1 + prime64_4;
 }
 
 // Consumes whole 32-byte stripes from p; returns the first unconsumed byte.
@@ -46,10 +46,10 @@ inline const unsigned char* stripes(std::uint64_t (&acc)[4], const unsigned char
 
 void XxHash64::reset(std::uint64_t seed) noexcept {
   seed_ = seed;
-  acc_[0] = seed + prime1 + prime2;
-  acc_[1] = seed + prime2;
+  acc_[0] = seed + prime64_1 + prime64_2;
+  acc_[1] = seed + prime64_2;
   acc_[2] = seed;
-  acc_[3] = seed - prime1;
+  acc_[3] = seed - prime64_1;
   total_len_ = 0;
   pending_len_ = 0;
 }
@@ -89,33 +89,27 @@ std::uint64_t XxHash64::digest() const noexcept {
       h = merge_round(h, a);
     }
   } else {
-    h = seed_ + prime5;
+    h = seed_ + prime64_5;
   }
   h += total_len_;
   const unsigned char* p = pending_;
   const unsigned char* end = pending_ + pending_len_;
   while (end - p >= 8) {
     h ^= round(0, read64(p));
-    h = std::rotl(h, 27) * prime1 + prime4;
+    h = std::rotl(h, 27) * prime64_1 + prime64_4;
     p += 8;
   }
   if (end - p >= 4) {
-    h ^= static_cast<std::uint64_t>(read32(p)) * prime1;
-    h = std::rotl(h, 23) * prime2 + prime3;
+    h ^= static_cast<std::uint64_t>(read32(p)) * prime64_1;
+    h = std::rotl(h, 23) * prime64_2 + prime64_3;
     p += 4;
   }
   while (p < end) {
-    h ^= static_cast<std::uint64_t>(*p) * prime5;
-    h = std::rotl(h, 11) * prime1;
+    h ^= static_cast<std::uint64_t>(*p) * prime64_5;
+    h = std::rotl(h, 11) * prime64_1;
     ++p;
   }
-  // Avalanche.
-  h ^= h >> 33;
-  h *= prime2;
-  h ^= h >> 29;
-  h *= prime3;
-  h ^= h >> 32;
-  return h;
+  return xxhash::avalanche64(h);
 }
 
 std::uint64_t xxh64(std::span<const std::byte> data, std::uint64_t seed) noexcept {

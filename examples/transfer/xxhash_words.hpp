@@ -1,5 +1,6 @@
-// What the xxHash specification's algorithms share: little-endian word reads and the 64-bit
-// primes. Private to xxhash64.cpp and xxh3.cpp.
+// What the xxHash specification's algorithms share: little-endian word reads, the 64-bit primes
+// and XXH64's final avalanche (XXH3 reuses it for inputs of up to 3 bytes). Private to
+// xxhash64.cpp and xxh3.cpp.
 #pragma once
 
 #include <bit>
@@ -31,6 +32,14 @@ inline std::uint32_t read32(const unsigned char* p) noexcept {
     v = __builtin_bswap32(v);
   }
   return v;
+}
+
+inline std::uint64_t avalanche64(std::uint64_t h) noexcept {
+  h ^= h >> 33;
+  h *= prime64_2;
+  h ^= h >> 29;
+  h *= prime64_3;
+  return h ^ (h >> 32);
 }
 
 }  // namespace niox::transfer::xxhash
