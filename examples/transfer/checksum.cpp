@@ -79,7 +79,6 @@ FileHasher::FileHasher(FileHasher&& o) noexcept
       map_(std::exchange(o.map_, nullptr)),
       map_offset_(o.map_offset_),
       map_length_(std::exchange(o.map_length_, 0)),
-      map_valid_(std::exchange(o.map_valid_, 0)),
       scratch_(std::move(o.scratch_)) {}
 
 FileHasher& FileHasher::operator=(FileHasher&& o) noexcept {
@@ -89,7 +88,6 @@ FileHasher& FileHasher::operator=(FileHasher&& o) noexcept {
     map_ = std::exchange(o.map_, nullptr);
     map_offset_ = o.map_offset_;
     map_length_ = std::exchange(o.map_length_, 0);
-    map_valid_ = std::exchange(o.map_valid_, 0);
     scratch_ = std::move(o.scratch_);
   }
   return *this;
@@ -102,7 +100,6 @@ void FileHasher::release() noexcept {
   fd_ = -1;
   map_ = nullptr;
   map_length_ = 0;
-  map_valid_ = 0;
 }
 
 // No MAP_POPULATE: a receiver's window reaches past what it has written (the file is
@@ -124,13 +121,11 @@ bool FileHasher::map_window(int fd, std::uint64_t offset) noexcept {
   if (m == MAP_FAILED) {
     return false;
   }
-  ::madvise(m, len, MADV_SEQUENTIAL);  // read ahead of the fault, drop behind it
   install_sigbus_handler();
   fd_ = fd;
   map_ = static_cast<std::byte*>(m);
   map_offset_ = base;
   map_length_ = len;
-  map_valid_ = len;
   return true;
 }
 
@@ -139,7 +134,7 @@ void FileHasher::update(Checksum& hash, int fd, std::uint64_t offset, std::uint6
   ec.clear();
   while (count > 0 && (covers(fd, offset) || map_window(fd, offset))) {
     const std::size_t at = static_cast<std::size_t>(offset - map_offset_);
-    const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(count, map_valid_ - at));
+    const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(count, map_length_ - at));
     if (!hash_guarded(hash, {map_ + at, len})) {  // the file ended inside the mapping
       release();
       ec = std::make_error_code(std::errc::io_error);

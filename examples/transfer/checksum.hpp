@@ -69,14 +69,13 @@ class FileHasher {
  private:
   bool map_window(int fd, std::uint64_t offset) noexcept;
   bool covers(int fd, std::uint64_t offset) const noexcept {
-    return map_ != nullptr && fd == fd_ && offset >= map_offset_ && offset - map_offset_ < map_valid_;
+    return map_ != nullptr && fd == fd_ && offset >= map_offset_ && offset - map_offset_ < map_length_;
   }
 
   int fd_ = -1;
   std::byte* map_ = nullptr;
   std::uint64_t map_offset_ = 0;  // file offset of map_[0], a multiple of 2 MiB
-  std::size_t map_length_ = 0;    // as given to mmap
-  std::size_t map_valid_ = 0;     // bytes of the mapping inside the file when it was mapped
+  std::size_t map_length_ = 0;    // all inside the file when it was mapped
   std::unique_ptr<std::byte[]> scratch_;
 };
 

@@ -21,7 +21,6 @@ SendPlan::SendPlan(SendPlan&& o) noexcept
 
 SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
   if (this != &o) {
-    hasher.release();
     if (fd >= 0) {
       ::close(fd);
     }
@@ -45,7 +44,6 @@ std::error_code SendPlan::hash_chunk(std::uint64_t offset, std::uint64_t n) {
 }
 
 SendPlan::~SendPlan() {
-  hasher.release();
   if (fd >= 0) {
     ::close(fd);
   }
