@@ -180,12 +180,14 @@ bool IoUringBackend::prep(Operation& op) {
       else if (op.iovcnt == 1) io_uring_prep_read(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
       else io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
       break;
-    case OpKind::write:
-      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(sqe, op.fd, v.iov_base, v.iov_len, MSG_NOSIGNAL | (op.more ? MSG_MORE : 0));
-      else if (op.fd_is_socket) io_uring_prep_sendmsg(sqe, op.fd, &op.msg, MSG_NOSIGNAL | (op.more ? MSG_MORE : 0));
+    case OpKind::write: {
+      const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
+      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(sqe, op.fd, v.iov_base, v.iov_len, send_flags);
+      else if (op.fd_is_socket) io_uring_prep_sendmsg(sqe, op.fd, &op.msg, send_flags);
       else if (op.iovcnt == 1) io_uring_prep_write(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
       else io_uring_prep_writev(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
       break;
+    }
     case OpKind::accept:
       io_uring_prep_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       break;

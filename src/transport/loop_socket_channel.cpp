@@ -419,6 +419,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
       }
       writing_ = true;
       set_write_pending(true);
+      more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushes what was held
       loop_->transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
                          static_cast<std::size_t>(r.remaining()), fd_,
                          [s = self()](std::error_code ec, std::size_t n) {
@@ -429,8 +430,10 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     writing_ = true;
     set_write_pending(true);
     write_attempted_ = g.bytes;
-    write_more_ = g.file_region_next && (family_ == AF_INET || family_ == AF_INET6);
-    const WriteFlags flags = write_more_ ? WriteFlags::more : WriteFlags::none;
+    // Only one write is in the kernel at a time, and a failed one ends the connection: what this
+    // one holds back is known from the moment it is submitted.
+    more_held_ = g.file_region_next && (family_ == AF_INET || family_ == AF_INET6);
+    const WriteFlags flags = more_held_ ? WriteFlags::more : WriteFlags::none;
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {
       const iovec& v = g.iovecs[0];
@@ -466,9 +469,6 @@ void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
     return;
   }
   out.adapt_max_bytes_per_write(write_attempted_, n);
-  if (n > 0) {
-    more_held_ = write_more_;
-  }
   advance(out, n);
 }
 
@@ -489,9 +489,6 @@ void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
     }
     notify_write_error(ec);
     return;
-  }
-  if (n > 0) {
-    more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushed what was held
   }
   advance(out, n);
 }

@@ -127,8 +127,7 @@ class LoopSocketChannel final : public Channel {
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
   bool writing_ = false;          // a write or transfer is in the kernel
-  bool write_more_ = false;       // the write in the kernel goes with MSG_MORE (a region follows)
-  bool more_held_ = false;        // bytes sent with MSG_MORE may still wait for a push
+  bool more_held_ = false;        // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connecting_ = false;
   bool connect_timed_out_ = false;
