@@ -17,11 +17,9 @@
 
 #include <fmt/format.h>
 #include <fcntl.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -453,11 +451,6 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   EXPECT_EQ(n_past, 10u);
 }
 
-int unsent_bytes(int fd) {
-  int n = -1;
-  return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
-}
-
 // WriteFlags::more is MSG_MORE: the bytes wait in the socket, unsent, for what follows; a plain
 // write or a transfer_to pushes them with its own bytes, in order. On a pipe the flag is ignored.
 TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
@@ -476,11 +469,11 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   };
   loop.write(client.get(), text("head"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 1; }));
-  EXPECT_EQ(unsent_bytes(client.get()), 4);
+  EXPECT_EQ(test::unsent_bytes(client.get()), 4);
   std::array<ByteBuffer, 2> two{text("er"), text("\r\n")};
   loop.write(client.get(), std::span<const ByteBuffer>(two), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 2; }));
-  EXPECT_EQ(unsent_bytes(client.get()), 8);
+  EXPECT_EQ(test::unsent_bytes(client.get()), 8);
 
   LoopFd file = test::loop_temp_file();
   std::string body;
@@ -507,10 +500,10 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   // Held again, then pushed by a plain write in the same send.
   loop.write(client.get(), text("tail"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 3; }));
-  EXPECT_EQ(unsent_bytes(client.get()), 4);
+  EXPECT_EQ(test::unsent_bytes(client.get()), 4);
   loop.write(client.get(), text("!"), counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 4; }));
-  EXPECT_EQ(unsent_bytes(client.get()), 0);
+  EXPECT_EQ(test::unsent_bytes(client.get()), 0);
   got.clear();
   read_more = [&] {
     loop.read(server, ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t, ByteBuffer b) {

@@ -15,7 +15,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,6 +57,13 @@ inline std::pair<LoopFd, LoopFd> loop_pipe() {
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << errno;
   return {LoopFd(p[0]), LoopFd(p[1])};
+}
+
+// Bytes written to a TCP socket that the kernel has not sent yet (MSG_MORE holds them back); -1
+// if the descriptor cannot tell.
+inline int unsent_bytes(int fd) {
+  int n = -1;
+  return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
 }
 
 inline std::uint16_t local_port(int fd) {

@@ -6,6 +6,7 @@
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
+#include "../support/loop_sockets.hpp"
 #include "../support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -15,8 +16,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <mutex>
 #include <thread>
@@ -490,11 +489,8 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   peer.close();
 }
 
-// Bytes written to the socket that the kernel has not sent yet (held back by MSG_MORE).
 int unsent_bytes(ChannelHandlerContext& ctx) {
-  int n = -1;
-  int fd = dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd();
-  return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
+  return test::unsent_bytes(dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd());
 }
 
 // The bytes in front of a FileRegion (a response's header) go with MSG_MORE: once written they
