@@ -64,6 +64,7 @@ void ChannelOptions::merge(const ChannelOptions& o) {
   take(so_keepalive, o.so_keepalive);
   take(so_sndbuf, o.so_sndbuf);
   take(so_rcvbuf, o.so_rcvbuf);
+  take(tcp_notsent_lowat, o.tcp_notsent_lowat);
   take(so_linger, o.so_linger);
   take(so_backlog, o.so_backlog);
   take(auto_read, o.auto_read);
@@ -83,6 +84,9 @@ std::error_code ChannelOptions::apply_to_socket(int fd, int family) const noexce
   };
   if (tcp_nodelay && inet) {
     keep_first(set_int(fd, IPPROTO_TCP, TCP_NODELAY, *tcp_nodelay ? 1 : 0));
+  }
+  if (tcp_notsent_lowat && inet) {
+    keep_first(set_int(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, *tcp_notsent_lowat));
   }
   if (so_reuseaddr && inet) {
     keep_first(set_int(fd, SOL_SOCKET, SO_REUSEADDR, *so_reuseaddr ? 1 : 0));

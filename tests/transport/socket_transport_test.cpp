@@ -16,8 +16,10 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace niox;
@@ -560,6 +562,79 @@ TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
   char buf[16];
   EXPECT_EQ(::recv(peer.fd(), buf, sizeof buf, 0), 6);
   peer.close();
+}
+
+// What the kernel holds unsent for a 4 MiB FileRegion whose peer reads nothing, once the
+// transfer stalls (nothing changes for 200 ms), and whether every byte arrives after.
+struct StalledRegion {
+  int max_unsent = -1;
+  int final_unsent = -1;
+  bool stalled = false;
+  bool intact = false;
+  int lowat_read_back = -1;
+};
+
+StalledRegion send_region_to_a_peer_that_waits(const EventLoop::Options& loop_options,
+                                               std::optional<int> lowat) {
+  ScratchDir dir;
+  auto content = pseudo_random_bytes(4 << 20, 46);
+  std::string path = (dir / "stall.bin").string();
+  if (!write_file(path, content)) return {};
+  std::promise<int> server_fd;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    server_fd.set_value(dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd());
+    ctx.write(FileRegion(FileHandle::open(path), 0, content.size()));
+    ctx.flush();
+    ctx.shutdown_output();
+  };
+  TestServer server(loop_options, 1);
+  // A large send buffer, so that without the option the kernel would take megabytes.
+  server.bootstrap().child_option(channel_option::so_sndbuf, 2 << 20);
+  if (lowat) server.bootstrap().child_option(channel_option::tcp_notsent_lowat, *lowat);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  int small = 64 * 1024;
+  ::setsockopt(peer.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  auto ff = server_fd.get_future();
+  int fd = wait_for(ff);
+  StalledRegion r;
+  socklen_t len = sizeof r.lowat_read_back;
+  ::getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &r.lowat_read_back, &len);
+  int last_unsent = -2, last_queued = -2, same = 0;
+  for (int i = 0; i < 5000 && same < 100; ++i) {
+    int unsent = test::unsent_bytes(fd), queued = -1;
+    ::ioctl(peer.fd(), FIONREAD, &queued);
+    r.max_unsent = std::max(r.max_unsent, unsent);
+    same = (unsent == last_unsent && queued == last_queued) ? same + 1 : 0;
+    last_unsent = unsent;
+    last_queued = queued;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  r.stalled = same >= 100;
+  r.final_unsent = last_unsent;
+  auto got = peer.recv_to_eof();
+  r.intact = got.size() == content.size() && std::equal(got.begin(), got.end(), content.begin());
+  return r;
+}
+
+// TCP_NOTSENT_LOWAT keeps a file's bytes out of the kernel until the peer can take them: with it
+// the socket holds at most the mark plus one segment's worth unsent; without it, the same
+// socket takes megabytes that then wait for the peer's acknowledgements to leave.
+TEST_P(SocketTransportTest, NotSentLowatKeepsAStalledFileRegionOutOfTheKernel) {
+  constexpr int kLowat = 16 * 1024;
+  StalledRegion with = send_region_to_a_peer_that_waits(options(), kLowat);
+  ASSERT_TRUE(with.stalled);
+  EXPECT_TRUE(with.intact);
+  EXPECT_EQ(with.lowat_read_back, kLowat);
+  EXPECT_GE(with.final_unsent, 0);
+  EXPECT_LE(with.max_unsent, kLowat + 128 * 1024);
+
+  StalledRegion without = send_region_to_a_peer_that_waits(options(), std::nullopt);
+  ASSERT_TRUE(without.stalled);
+  EXPECT_TRUE(without.intact);
+  EXPECT_GT(without.final_unsent, 1 << 20);
 }
 
 // Unix-domain sockets take no MSG_MORE from the transport: a FileRegion goes out all the same.

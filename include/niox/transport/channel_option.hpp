@@ -7,8 +7,8 @@
 //
 // A ChannelOption<T> names one field of ChannelOptions; unset fields keep the kernel's or the
 // channel's default. Socket-level options are applied when the socket is created (or accepted);
-// socket options that do not apply to the address family (TCP_NODELAY, SO_KEEPALIVE on a
-// Unix-domain socket) are skipped.
+// socket options that do not apply to the address family (TCP_NODELAY, TCP_NOTSENT_LOWAT and
+// SO_KEEPALIVE on a Unix-domain socket) are skipped.
 #pragma once
 
 #include <niox/transport/outbound_buffer.hpp>
@@ -28,6 +28,12 @@ struct ChannelOptions {
   std::optional<bool> so_keepalive;
   std::optional<int> so_sndbuf;
   std::optional<int> so_rcvbuf;
+  // TCP_NOTSENT_LOWAT: bytes not yet sent that the kernel keeps for the socket before it stops
+  // taking more (Netty's EpollChannelOption.TCP_NOTSENT_LOWAT). Small values leave a bulk
+  // sender's data in its outbound buffer or file until the peer's window opens, so it leaves
+  // from the channel's own loop instead of waiting in the kernel for the peer's acknowledgements
+  // to send it (which on loopback means on the receiver's core). TCP sockets only.
+  std::optional<int> tcp_notsent_lowat;
   // Seconds of SO_LINGER; 0 makes close() abortive (RST instead of FIN).
   std::optional<int> so_linger;
   // listen() backlog of a server socket (default SOMAXCONN).
@@ -59,6 +65,7 @@ inline constexpr ChannelOption<bool> so_reuseaddr{&ChannelOptions::so_reuseaddr}
 inline constexpr ChannelOption<bool> so_keepalive{&ChannelOptions::so_keepalive};
 inline constexpr ChannelOption<int> so_sndbuf{&ChannelOptions::so_sndbuf};
 inline constexpr ChannelOption<int> so_rcvbuf{&ChannelOptions::so_rcvbuf};
+inline constexpr ChannelOption<int> tcp_notsent_lowat{&ChannelOptions::tcp_notsent_lowat};
 inline constexpr ChannelOption<int> so_linger{&ChannelOptions::so_linger};
 inline constexpr ChannelOption<int> so_backlog{&ChannelOptions::so_backlog};
 inline constexpr ChannelOption<bool> auto_read{&ChannelOptions::auto_read};
