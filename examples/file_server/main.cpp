@@ -248,7 +248,11 @@ int main(int argc, char** argv) {
       caches.push_back(std::make_unique<OpenFileCache>());
       cache_of[&workers.loop(i)] = caches.back().get();
     }
+    // File bodies stay in their files until the client's window opens, instead of megabytes
+    // queueing in the kernel per connection: each then leaves from this server's loop as it is
+    // written, not later from the client's acknowledgements (on loopback, on the client's core).
     b.child_option(channel_option::tcp_nodelay, true)
+        .child_option(channel_option::tcp_notsent_lowat, 16 * 1024)
         .child_option(channel_option::allow_half_closure, true)
         .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
           auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
