@@ -26,6 +26,10 @@ std::error_code set_int(int fd, int level, int name, int value) noexcept {
   return {};
 }
 
+// Stream sockets of these families are TCP: only they take TCP_* options, and only on them does
+// MSG_MORE hold bytes back.
+bool is_tcp(int family) noexcept { return family == AF_INET || family == AF_INET6; }
+
 std::optional<SocketAddress> address_of(int fd, bool peer) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -75,7 +79,7 @@ void ChannelOptions::merge(const ChannelOptions& o) {
 }
 
 std::error_code ChannelOptions::apply_to_socket(int fd, int family) const noexcept {
-  bool inet = family == AF_INET || family == AF_INET6;
+  const bool inet = is_tcp(family);
   std::error_code ec;
   auto keep_first = [&ec](std::error_code e) {
     if (e && !ec) {
@@ -436,7 +440,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     write_attempted_ = g.bytes;
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
-    more_held_ = g.file_region_next && (family_ == AF_INET || family_ == AF_INET6);
+    more_held_ = g.file_region_next && is_tcp(family_);
     const WriteFlags flags = more_held_ ? WriteFlags::more : WriteFlags::none;
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {

@@ -486,15 +486,17 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
     sent = true;
   });
   std::string got;
+  std::size_t want = 8 + body.size();
+  // Reads on until `want` bytes are in `got`.
   std::function<void()> read_more = [&] {
     loop.read(server, ByteBuffer::allocate(65536), [&](std::error_code ec, std::size_t, ByteBuffer b) {
       ASSERT_FALSE(ec);
       got += filled(b);
-      if (got.size() < 8 + body.size()) read_more();
+      if (got.size() < want) read_more();
     });
   };
   read_more();
-  ASSERT_TRUE(run_until(loop, [&] { return sent && got.size() == 8 + body.size(); }));
+  ASSERT_TRUE(run_until(loop, [&] { return sent && got.size() == want; }));
   EXPECT_TRUE(got == "header\r\n" + body);
 
   // Held again, then pushed by a plain write in the same send.
@@ -505,20 +507,12 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   ASSERT_TRUE(run_until(loop, [&] { return writes == 4; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 0);
   got.clear();
-  read_more = [&] {
-    loop.read(server, ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t, ByteBuffer b) {
-      ASSERT_FALSE(ec);
-      got += filled(b);
-      if (got.size() < 5) read_more();
-    });
-  };
+  want = 5;
   read_more();
   ASSERT_TRUE(run_until(loop, [&] { return got.size() == 5; }));
   EXPECT_EQ(got, "tail!");
 
-  int p[2];
-  ASSERT_EQ(::pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
-  LoopFd pr(p[0]), pw(p[1]);
+  auto [pr, pw] = test::loop_pipe();
   loop.write(pw.get(), text("pipe"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 5; }));
   char buf[8];

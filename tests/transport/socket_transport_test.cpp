@@ -52,6 +52,18 @@ bool write_file(const std::string& path, std::span<const std::byte> content) {
   return ok;
 }
 
+// A scratch file of `size` pseudo-random bytes for the FileRegion tests; the directory is also
+// there for a test's socket path.
+struct ScratchFile {
+  ScratchDir dir;
+  std::vector<std::byte> content;
+  std::string path;
+  ScratchFile(std::size_t size, std::uint64_t seed)
+      : content(pseudo_random_bytes(size, seed)), path((dir / "file.bin").string()) {
+    if (!write_file(path, content)) ADD_FAILURE() << "cannot write " << path;
+  }
+};
+
 TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
   ScratchDir dir;
   std::vector<SocketAddress> where{InetSocketAddress::loopback_v4(0)};
@@ -456,10 +468,9 @@ TEST_P(SocketTransportTest, HalfClosureFiresInputShutdownAndKeepsWriting) {
 }
 
 TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
-  ScratchDir dir;
-  auto content = pseudo_random_bytes((1 << 20) + 123, 42);
-  std::string path = (dir / "region.bin").string();
-  ASSERT_TRUE(write_file(path, content));
+  ScratchFile f((1 << 20) + 123, 42);
+  const auto& content = f.content;
+  const std::string& path = f.path;
   std::promise<std::error_code> too_long_result;
   std::promise<std::error_code> region_result;
   auto h = std::make_shared<LambdaHandler>();
@@ -499,11 +510,10 @@ int unsent_bytes(ChannelHandlerContext& ctx) {
 // wait in the socket for the file's first bytes instead of leaving as a segment of their own;
 // the region and a later plain write push everything, in order.
 TEST_P(SocketTransportTest, HeaderInFrontOfAFileRegionWaitsToLeaveWithIt) {
-  ScratchDir dir;
-  auto content = pseudo_random_bytes((1 << 20) + 77, 43);
-  std::string path = (dir / "held.bin").string();
-  ASSERT_TRUE(write_file(path, content));
-  std::atomic<int> unsent_after_header{-2}, unsent_after_plain{-2};
+  ScratchFile f((1 << 20) + 77, 43);
+  const auto& content = f.content;
+  const std::string& path = f.path;
+  std::atomic<int> unsent_after_header{-2};
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     auto file = FileHandle::open(path);
@@ -535,10 +545,9 @@ TEST_P(SocketTransportTest, HeaderInFrontOfAFileRegionWaitsToLeaveWithIt) {
 // A header held for a region that then fails before sending a byte (its file is too short) is
 // pushed once the outbound buffer drains: it does not wait for the kernel's probe timer.
 TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
-  ScratchDir dir;
-  auto content = pseudo_random_bytes(5000, 45);
-  std::string path = (dir / "short.bin").string();
-  ASSERT_TRUE(write_file(path, content));
+  ScratchFile f(5000, 45);
+  const auto& content = f.content;
+  const std::string& path = f.path;
   std::promise<std::error_code> region_result;
   std::promise<int> unsent_after_drain;
   auto h = std::make_shared<LambdaHandler>();
@@ -576,10 +585,9 @@ struct StalledRegion {
 
 StalledRegion send_region_to_a_peer_that_waits(const EventLoop::Options& loop_options,
                                                std::optional<int> lowat) {
-  ScratchDir dir;
-  auto content = pseudo_random_bytes(4 << 20, 46);
-  std::string path = (dir / "stall.bin").string();
-  if (!write_file(path, content)) return {};
+  ScratchFile f(4 << 20, 46);
+  const auto& content = f.content;
+  const std::string& path = f.path;
   std::promise<int> server_fd;
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
@@ -639,10 +647,9 @@ TEST_P(SocketTransportTest, NotSentLowatKeepsAStalledFileRegionOutOfTheKernel) {
 
 // Unix-domain sockets take no MSG_MORE from the transport: a FileRegion goes out all the same.
 TEST_P(SocketTransportTest, FileRegionOverAUnixSocket) {
-  ScratchDir dir;
-  auto content = pseudo_random_bytes(300000, 44);
-  std::string path = (dir / "unix.bin").string();
-  ASSERT_TRUE(write_file(path, content));
+  ScratchFile f(300000, 44);
+  const auto& content = f.content;
+  const std::string& path = f.path;
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     ctx.write(text("h"));
@@ -652,7 +659,7 @@ TEST_P(SocketTransportTest, FileRegionOverAUnixSocket) {
   };
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(UnixDomainSocketAddress((dir / "region.sock").string()));
+  SocketAddress addr = server.start(UnixDomainSocketAddress((f.dir / "region.sock").string()));
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
   ASSERT_EQ(got.size(), content.size() + 1);
