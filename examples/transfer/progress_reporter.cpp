@@ -80,7 +80,12 @@ std::string format_progress(std::uint64_t done, std::uint64_t total, double elap
   if (width >= text.size() + 4 + min_bar) {
     const std::size_t cells = width - text.size() - 4;
     const auto filled = static_cast<std::size_t>(fraction * static_cast<double>(cells));
-    text = "[" + std::string(filled, '#') + std::string(cells - filled, '-') + "]  " + text;
+    // Built front to back in one buffer; prepending to `text` ("[" + ... + text) would move
+    // it, which is what GCC 12's -Wrestrict misreads as an overlapping copy at -O3.
+    std::string line;
+    line.reserve(width);
+    line.append("[").append(filled, '#').append(cells - filled, '-').append("]  ").append(text);
+    text = std::move(line);
   }
   if (text.size() > width) {
     text.resize(width);
@@ -131,7 +136,10 @@ void ProgressReporter::abandon() {
 void ProgressReporter::draw(Clock::time_point now) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   // "\x1b[K" erases what a longer previous line left on the right.
-  std::string line = "\r" + format_progress(done_, total_, elapsed, width_) + "\x1b[K";
+  const std::string progress = format_progress(done_, total_, elapsed, width_);
+  std::string line;
+  line.reserve(progress.size() + 4);
+  line.append("\r").append(progress).append("\x1b[K");
   write_all(fd_, line);
   drawn_ = true;
   last_draw_ = now;
