@@ -44,7 +44,6 @@ RequestPath decode_request_path(std::string_view target, const RequestPathOption
 
   RequestPath out;
   out.relative.reserve(std::min(target.size(), options.max_path));
-  out.trailing_slash = target.back() == '/';
   std::string segment;
   // Each segment is decoded, then pushed onto `relative` or, for "..", pops the last one.
   auto finish_segment = [&]() -> HttpStatus {
@@ -102,6 +101,8 @@ RequestPath decode_request_path(std::string_view target, const RequestPathOption
     }
     segment.push_back(c);
   }
+  // What the last segment was, before it is applied: "" (the path ended in '/'), "." or "..".
+  out.trailing_slash = segment.empty() || segment == "." || segment == "..";
   if (auto s = finish_segment(); s != HttpStatus::ok) {
     return failure(s);
   }
@@ -116,6 +117,35 @@ RequestPath decode_request_path(std::string_view target, const RequestPathOption
     }
   }
   return out;
+}
+
+std::string directory_redirect_location(const RequestPath& path, std::string_view target) {
+  // RFC 3986 §3.3: pchar = unreserved / pct-encoded / sub-delims / ":" / "@"
+  auto plain = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("-._~!$&'()*+,;=:@").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string location = "/";
+  for (char ch : path.relative) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '/' || plain(c)) {
+      location.push_back(ch);
+    } else {
+      location.push_back('%');
+      location.push_back(hex[c >> 4]);
+      location.push_back(hex[c & 0xf]);
+    }
+  }
+  if (!path.relative.empty()) {
+    location.push_back('/');
+  }
+  // The query as the client sent it (visible ASCII, checked by the request decoder). No '?'
+  // can come before it: the authority of an absolute-form target holds none.
+  if (auto q = target.find_first_of("?#"); q != std::string_view::npos && target[q] == '?') {
+    location += target.substr(q, target.find('#', q) - q);
+  }
+  return location;
 }
 
 }  // namespace niox::http

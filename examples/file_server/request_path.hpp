@@ -38,9 +38,19 @@ struct RequestPathOptions {
 struct RequestPath {
   HttpStatus status = HttpStatus::ok;  // ok, or 400/403/404/414
   std::string relative;                // valid when status is ok: "" or "a/b/c"
-  bool trailing_slash = false;         // the target named a directory ("/docs/")
+  // The target named a directory: its path ends in '/', or in a "." or ".." segment, which
+  // RFC 3986 §5.2.4 resolves with the slash ("/docs/." is "/docs/"). A regular file is not one.
+  bool trailing_slash = false;
 };
 
 RequestPath decode_request_path(std::string_view target, const RequestPathOptions& options = {});
+
+// The Location of the redirect from a directory named without its slash to the same name with
+// it: built from `path` (what the target resolved to inside the root, status ok), never from
+// the raw target, whose "//evil.com/../dir" a browser would resolve to another host. The
+// result is "/" + the relative path with every byte outside RFC 3986's pchar percent-encoded
+// + "/", then the target's query if it had one: it always starts with a single '/' followed
+// by a name byte, never "//" or "/\".
+std::string directory_redirect_location(const RequestPath& path, std::string_view target);
 
 }  // namespace niox::http

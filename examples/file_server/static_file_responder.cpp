@@ -93,23 +93,11 @@ HttpResponse StaticFileResponder::respond_to_decode_error(HttpStatus status, std
 }
 
 HttpResponse StaticFileResponder::redirect_to_directory(const HttpRequest& request,
+                                                        const RequestPath& path,
                                                         std::time_t now) const {
-  // The target's own (still percent-encoded, visible-ASCII only) path, so the client gets back
-  // exactly what it sent plus the slash.
-  auto target = request.target();
-  if (target.front() != '/') {  // absolute-form: drop "scheme://authority"
-    auto authority = target.find("//") + 2;
-    auto slash = target.find_first_of("/?#", authority);
-    target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
-  }
-  auto query_at = target.find_first_of("?#");
-  auto location = std::string(target.substr(0, query_at)) + "/";
-  if (query_at != std::string_view::npos && target[query_at] == '?') {
-    location += target.substr(query_at, target.find('#', query_at) - query_at);
-  }
   return text_response(HttpStatus::moved_permanently, request.keep_alive(),
                        request.version() == HttpVersion::http_1_0, request.is_head(), now, 0,
-                       location);
+                       directory_redirect_location(path, request.target()));
 }
 
 HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_t now,
@@ -137,7 +125,11 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
   }
   const bool directory_index = cached != nullptr ? cached->directory_index : opened.directory_index;
   if (directory_index && !path.trailing_slash && !path.relative.empty()) {
-    return redirect_to_directory(request, now);
+    return redirect_to_directory(request, path, now);
+  }
+  if (!directory_index && path.trailing_slash) {
+    // "/file.txt/" or "/file.txt/." names a directory, and a regular file is not one.
+    return text_response(HttpStatus::not_found, request.keep_alive(), http10, head_only, now);
   }
   if (cached == nullptr) {
     return respond_with_file(request, std::move(opened.file), now);
@@ -170,10 +162,11 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
   char last_modified[http_date_length];
   format_http_date(file.mtime, last_modified);
 
-  // RFC 9110 §13.1.3: If-Modified-Since is ignored when If-None-Match is present.
+  // RFC 9110 §13.1.3: If-Modified-Since is ignored when If-None-Match is present, and when its
+  // date is invalid, which a date later than the server's current time is.
   if (!request.header("If-None-Match")) {
     if (auto ims = request.header("If-Modified-Since")) {
-      if (auto since = parse_http_date(*ims, now); since && file.mtime <= *since) {
+      if (auto since = parse_http_date(*ims, now); since && *since <= now && file.mtime <= *since) {
         HttpResponse r;
         r.status = HttpStatus::not_modified;
         r.keep_alive = keep_alive;

@@ -11,13 +11,17 @@
 //   - HEAD gets exactly GET's header fields and no body (§9.3.2).
 //   - Conditionals (§13.2.2 order): If-None-Match, since this server sends no ETag, never
 //     matches and makes If-Modified-Since ignored (§13.1.3); If-Modified-Since on GET/HEAD with
-//     a Last-Modified not later than the date is 304 with no body (§15.4.5).
+//     a Last-Modified not later than the date is 304 with no body (§15.4.5). A date later than
+//     the server's current time is invalid and ignored (§13.1.3): the full response.
 //   - Range only on GET (§14.2), single range only (see parse_range); If-Range (§13.1.5) applies
 //     the range only when it is an HTTP-date equal to Last-Modified, else the whole file is sent.
 //   - Files up to small_body_max are read into memory (pread) so that a small response is one
 //     write; larger ones become a region of the file, whose descriptor moves into the response.
 //   - A directory named without its trailing slash ("/docs") is 301 to "/docs/" (query kept), as
 //     relative links in its index.html would otherwise resolve against the parent (§15.4.2).
+//     The Location is the normalised path inside the root (directory_redirect_location), never
+//     the raw target: "//evil.com/../docs" is redirected to "/docs/".
+//   - A regular file named as a directory ("/a.txt/", "/a.txt/.") is 404.
 //   - Errors have a short text/plain body ("404 Not Found\n").
 //   - Every response carries Date (§6.6.1) and Server; file responses Last-Modified and
 //     Accept-Ranges: bytes.
@@ -107,7 +111,8 @@ class StaticFileResponder {
   // sliced without copying) when given, else from `fd` (read if small, a region if large).
   HttpResponse plan_file(const HttpRequest& request, const FileMeta& meta, const ByteBuffer* content,
                          UniqueFd fd, std::time_t now) const;
-  HttpResponse redirect_to_directory(const HttpRequest& request, std::time_t now) const;
+  HttpResponse redirect_to_directory(const HttpRequest& request, const RequestPath& path,
+                                     std::time_t now) const;
 
   const FileRoot& root_;
   StaticFileConfig config_;

@@ -56,6 +56,17 @@ TEST(RequestPath, EmptyAndDotSegmentsCollapse) {
   EXPECT_EQ(ok("/a/...", allow), "a/...");  // a name, not a dot-segment
 }
 
+TEST(RequestPath, TrailingDotSegmentsNameADirectory) {
+  // RFC 3986 §5.2.4: "/a/." and "/a/b/.." resolve to "/a/", with the slash.
+  for (const char* t : {"/a/", "/a/.", "/a/./", "/a/b/..", "/a/%2e", "/a/%2E%2e", "/a//", "/a/?q=x",
+                        "/a/.#f", "/"}) {
+    EXPECT_TRUE(decode_request_path(t).trailing_slash) << t;
+  }
+  for (const char* t : {"/a", "/a/.x", "/a/..b", "/a?/", "/a#/", "/a/b/../c"}) {
+    EXPECT_FALSE(decode_request_path(t).trailing_slash) << t;
+  }
+}
+
 TEST(RequestPath, ClimbingAboveTheRootIsForbidden) {
   for (const char* t : {"/..", "/../etc/passwd", "/a/../../etc/passwd", "/%2e%2e/etc/passwd",
                         "/%2E%2E/x", "/.%2e/x", "/a/b/../../../x", "/./../x", "//../x"}) {
@@ -112,6 +123,39 @@ TEST(RequestPath, LengthLimits) {
   for (int i = 0; i < 2000; ++i) deep += "/x/..";
   EXPECT_EQ(ok(deep + "/f"), "f");
   EXPECT_EQ(status(std::string(100000, '/') + std::string(100000, 'a')), HttpStatus::uri_too_long);
+}
+
+TEST(RequestPath, DirectoryRedirectLocationIsTheNormalisedPathInsideTheRoot) {
+  auto location = [](std::string_view target) {
+    auto path = decode_request_path(target);
+    EXPECT_EQ(path.status, HttpStatus::ok) << target;
+    return directory_redirect_location(path, target);
+  };
+  // Built from what the path resolved to, never from the raw target: "//evil.com/../sub" is
+  // "sub" inside the root, and a Location of "//evil.com/../sub/" would name another host.
+  EXPECT_EQ(location("//evil.com/../sub"), "/sub/");
+  EXPECT_EQ(location("///evil.com/../sub"), "/sub/");
+  EXPECT_EQ(location("//sub"), "/sub/");
+  EXPECT_EQ(location("//evil.com/%2e%2e/sub"), "/sub/");
+  EXPECT_EQ(location("http://h//evil.com/../sub"), "/sub/");
+  EXPECT_EQ(location("/sub"), "/sub/");
+  EXPECT_EQ(location("/a//b/./c/../d?x=1#frag"), "/a/b/d/?x=1");
+  EXPECT_EQ(location("/d%69r"), "/dir/");              // unreserved bytes need no escape
+  EXPECT_EQ(location("/a%20b"), "/a%20b/");            // others are escaped again
+  EXPECT_EQ(location("/caf%C3%A9"), "/caf%C3%A9/");
+  EXPECT_EQ(location("/q%3Fh%23"), "/q%3Fh%23/");      // '?' and '#' in a name stay in the path
+  EXPECT_EQ(location("/100%25"), "/100%25/");
+  EXPECT_EQ(location("/a:b@c!$&'()*+,;=-._~"), "/a:b@c!$&'()*+,;=-._~/");
+  for (const char* t : {"//evil.com/../sub", "//%2fevil.com/../sub", "/./evil.com/../sub", "//x",
+                        "/%5c/evil.com"}) {
+    auto path = decode_request_path(t);
+    if (path.status != HttpStatus::ok) {
+      continue;  // refused before any redirect
+    }
+    auto l = directory_redirect_location(path, t);
+    EXPECT_FALSE(l.starts_with("//")) << t << " -> " << l;
+    EXPECT_FALSE(l.starts_with("/\\")) << t << " -> " << l;
+  }
 }
 
 }  // namespace

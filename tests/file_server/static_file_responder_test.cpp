@@ -145,12 +145,57 @@ TEST_F(StaticFileResponderTest, DirectoryWithoutSlashIsRedirected) {
   EXPECT_EQ(p.at("location"), "/dir/?x=1");
   EXPECT_EQ(r.body.string_view(), "301 Moved Permanently\n");
   EXPECT_TRUE(r.keep_alive);
+  // The normalised path, escaped again where it must be: "/d%69r" is "/dir".
   EXPECT_EQ(parse_head(respond("HEAD /d%69r HTTP/1.1\r\nHost: h\r\n\r\n").head).at("location"),
-            "/d%69r/");
+            "/dir/");
   EXPECT_EQ(parse_head(respond("GET http://h/dir HTTP/1.1\r\nHost: h\r\n\r\n").head).at("location"),
             "/dir/");
   EXPECT_EQ(respond("GET / HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::not_found);  // no index
   EXPECT_EQ(respond("GET /dir/ HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
+}
+
+TEST_F(StaticFileResponderTest, DirectoryRedirectNeverNamesAnotherHost) {
+  // "//evil.com/../dir" is "dir" inside the root; echoing the raw target back would give
+  // "Location: //evil.com/../dir/", which a browser resolves to the host evil.com.
+  for (const char* target : {"//evil.com/../dir", "//evil.com/%2e%2e/dir", "//dir", "///dir",
+                             "http://h//evil.com/../dir", "/./dir", "//evil.com/..//dir"}) {
+    auto r = respond(std::string("GET ") + target + " HTTP/1.1\r\nHost: h\r\n\r\n");
+    EXPECT_EQ(r.status, HttpStatus::moved_permanently) << target;
+    EXPECT_EQ(parse_head(r.head).at("location"), "/dir/") << target;
+  }
+  EXPECT_EQ(parse_head(respond("GET //evil.com/../dir?a=b HTTP/1.1\r\nHost: h\r\n\r\n").head)
+                .at("location"),
+            "/dir/?a=b");
+}
+
+TEST_F(StaticFileResponderTest, TrailingSlashOnAFileIs404) {
+  // A trailing slash, or a trailing "/." (RFC 3986 §5.2.4 keeps the slash), names a directory,
+  // and a regular file is not one.
+  OpenFileCache cache;
+  for (const char* warm : {"/small.txt", "/big.bin", "/dir/index.html"}) {
+    HttpRequestDecoder decoder;
+    auto req = std::string("GET ") + warm + " HTTP/1.1\r\nHost: h\r\n\r\n";
+    auto in = ByteBuffer::wrap(std::string_view(req));
+    ASSERT_EQ(decoder.decode(in), DecodeStatus::request);
+    ASSERT_EQ(responder_->respond(decoder.request(), now, &cache).status, HttpStatus::ok) << warm;
+  }
+  for (const char* target : {"/small.txt/", "/small.txt/.", "/small.txt/%2e", "/small.txt//",
+                             "/big.bin/", "/dir/index.html/", "/dir/index.html/."}) {
+    for (const char* method : {"GET", "HEAD"}) {
+      HttpRequestDecoder decoder;
+      auto req = std::string(method) + " " + target + " HTTP/1.1\r\nHost: h\r\n\r\n";
+      auto in = ByteBuffer::wrap(std::string_view(req));
+      ASSERT_EQ(decoder.decode(in), DecodeStatus::request);
+      EXPECT_EQ(responder_->respond(decoder.request(), now).status, HttpStatus::not_found)
+          << method << " " << target;
+      // The same with the file in the cache.
+      EXPECT_EQ(responder_->respond(decoder.request(), now, &cache).status, HttpStatus::not_found)
+          << method << " " << target << " (cached)";
+    }
+  }
+  EXPECT_EQ(respond("GET /small.txt HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
+  EXPECT_EQ(respond("GET /dir/. HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
+  EXPECT_EQ(respond("GET /dir/x/.. HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
 }
 
 TEST_F(StaticFileResponderTest, EmptyFile) {
@@ -225,6 +270,25 @@ TEST_F(StaticFileResponderTest, IfModifiedSince) {
   auto inm = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"x\"\r\n"
                      "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
   EXPECT_EQ(inm.status, HttpStatus::ok);
+}
+
+TEST_F(StaticFileResponderTest, IfModifiedSinceInTheFutureIsIgnored) {
+  // RFC 9110 §13.1.3: a date later than the server's current time is invalid, and the field is
+  // then ignored: the full response, not 304.
+  for (std::time_t offset : {1, 3600, 86400 * 365}) {
+    auto date = format_http_date(now + offset);
+    auto r = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date +
+                     "\r\n\r\n");
+    EXPECT_EQ(r.status, HttpStatus::ok) << date;
+    EXPECT_EQ(r.body.string_view(), "alpha") << date;
+  }
+  // Up to the current time it is a valid date, later than the file's: 304.
+  for (std::time_t offset : {0, -1, -86400}) {
+    auto date = format_http_date(now + offset);
+    auto r = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date +
+                     "\r\n\r\n");
+    EXPECT_EQ(r.status, HttpStatus::not_modified) << date;
+  }
 }
 
 TEST_F(StaticFileResponderTest, OtherMethodsAre405WithAllow) {
