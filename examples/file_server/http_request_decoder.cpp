@@ -110,7 +110,27 @@ bool HttpRequestDecoder::is_idle() const noexcept {
   return false;
 }
 
+void HttpRequestDecoder::grow_head() {
+  const std::size_t capacity =
+      head_capacity_ == 0 ? std::min(initial_buffer_capacity, config_.max_header_bytes)
+                          : std::min(head_capacity_ * 2, config_.max_header_bytes);
+  auto bigger = std::make_unique_for_overwrite<char[]>(capacity);  // not zero-filled
+  if (head_len_ > 0) {
+    std::memcpy(bigger.get(), head_.get(), head_len_);
+  }
+  head_ = std::move(bigger);
+  head_capacity_ = capacity;
+}
+
+void HttpRequestDecoder::release_grown_head() noexcept {
+  if (head_capacity_ > initial_buffer_capacity) {
+    head_.reset();
+    head_capacity_ = 0;
+  }
+}
+
 void HttpRequestDecoder::reset() noexcept {
+  release_grown_head();
   state_ = State::head;
   head_len_ = 0;
   line_start_ = 0;
@@ -139,6 +159,7 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
   if (state_ == State::request_ready) {
     // The caller is done with the previous request: its views may now be overwritten.
     head_len_ = 0;
+    release_grown_head();
     line_start_ = 0;
     request_line_done_ = false;
     leading_empty_lines_ = 0;
@@ -155,9 +176,6 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
       return DecodeStatus::need_more;
     }
     state_ = State::head;
-  }
-  if (!head_ && consumed < n) {
-    head_ = std::make_unique<char[]>(config_.max_header_bytes);
   }
   while (consumed < n) {
     const char c = p[consumed];
@@ -186,11 +204,14 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
                  ? fail(HttpStatus::request_header_fields_too_large, "request head too large")
                  : fail(HttpStatus::uri_too_long, "request line too long");
     }
+    if (head_len_ == head_capacity_) {
+      grow_head();  // below the limit: room for at least one more byte
+    }
     // Copy up to and including the next LF (or all that fits) in one go, then check the CRs in
     // that run: a CR is allowed only right before the LF, or as the run's last byte when its
-    // LF has not arrived yet.
+    // LF has not arrived yet (or did not fit yet).
     const char* run = p + consumed;
-    const std::size_t avail = std::min(n - consumed, config_.max_header_bytes - head_len_);
+    const std::size_t avail = std::min(n - consumed, head_capacity_ - head_len_);
     const auto* lf = static_cast<const char*>(std::memchr(run, '\n', avail));
     const std::size_t len = lf != nullptr ? static_cast<std::size_t>(lf - run) + 1 : avail;
     if (head_len_ > 0 && head_[head_len_ - 1] == '\r' && run[0] != '\n') {

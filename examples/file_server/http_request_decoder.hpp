@@ -12,10 +12,13 @@
 //   }
 //
 // Memory.  The request head (request line, header fields, their CRLFs) is copied into one buffer
-// of at most HttpDecoderConfig::max_header_bytes, allocated on first use and reused for every
-// request on the connection, plus an index of at most max_headers (name, value) views. A larger
-// head is answered 431 (or 414 when the request line alone does not fit) without growing
-// anything. Request bodies are never stored.
+// that grows with the head: 1 KiB at its first byte, doubled as bytes arrive, never beyond
+// HttpDecoderConfig::max_header_bytes. So a large limit costs nothing until a head that large
+// arrives, and a connection that sent one byte holds 1 KiB whatever the limit. A buffer that
+// grew is released when the next request begins (a keep-alive connection does not keep one
+// large head's memory); a 1 KiB one is reused. Plus an index of at most max_headers (name,
+// value) views. A larger head is answered 431 (or 414 when the request line alone does not
+// fit) as soon as the limit is crossed. Request bodies are never stored.
 //
 // Decided behaviour (each is the strict choice RFC 9112 permits; every error closes the
 // connection because framing can no longer be trusted):
@@ -132,10 +135,16 @@ class HttpRequestDecoder {
   // a clean close, elsewhere a truncated request.
   bool is_idle() const noexcept;
 
-  // Forgets everything, including a sticky error; keeps the allocated head buffer.
+  // Forgets everything, including a sticky error; keeps the head buffer unless it grew.
   void reset() noexcept;
 
   const HttpDecoderConfig& config() const noexcept { return config_; }
+
+  // Bytes the head buffer holds now (0 before the first byte).
+  std::size_t buffer_capacity() const noexcept { return head_capacity_; }
+
+  // The head buffer's size at a request's first byte.
+  static constexpr std::size_t initial_buffer_capacity = 1024;
 
  private:
   enum class State : std::uint8_t { head, request_ready, skip_body, error };
@@ -144,10 +153,15 @@ class HttpRequestDecoder {
   DecodeStatus parse_head();
   bool parse_request_line(std::string_view line);
   bool parse_field_semantics();
+  // Doubles the head buffer (up to max_header_bytes), keeping its bytes.
+  void grow_head();
+  // Drops a head buffer that grew beyond its initial size; only between requests.
+  void release_grown_head() noexcept;
 
   HttpDecoderConfig config_;
   State state_ = State::head;
-  std::unique_ptr<char[]> head_;  // max_header_bytes, allocated on first byte
+  std::unique_ptr<char[]> head_;  // head_capacity_ bytes, allocated on first byte
+  std::size_t head_capacity_ = 0;
   std::size_t head_len_ = 0;
   std::size_t line_start_ = 0;       // offset in head_ of the line being read
   bool request_line_done_ = false;   // the first LF of the head has been seen

@@ -241,6 +241,62 @@ TEST(HttpRequestDecoder, OversizedHeadIsRefusedAsSoonAsTheLimitIsReached) {
   EXPECT_EQ(used, 1024u);
 }
 
+TEST(HttpRequestDecoder, HeadBufferGrowsWithTheHeadNotWithTheLimit) {
+  // A huge limit costs nothing until a head that large arrives: one byte holds a small buffer.
+  HttpDecoderConfig cfg;
+  cfg.max_header_bytes = 1 << 20;
+  HttpRequestDecoder d(cfg);
+  EXPECT_EQ(d.buffer_capacity(), 0u);
+  std::size_t used = 0;
+  EXPECT_EQ(d.decode(as_bytes("G"), used), DecodeStatus::need_more);
+  EXPECT_GT(d.buffer_capacity(), 0u);
+  EXPECT_LE(d.buffer_capacity(), 4096u);
+
+  // A 100 KB head grows it geometrically, to no more than twice what the head needs, and is
+  // decoded intact whatever the pieces it came in.
+  const std::string big(100000, 'x');
+  const std::string rest = "ET /a HTTP/1.1\r\nHost: h\r\nX-Big: " + big + "\r\nX-After: 1\r\n\r\n";
+  for (std::size_t off = 0; off < rest.size(); off += 777) {
+    auto piece = std::string_view(rest).substr(off, 777);
+    auto st = d.decode(as_bytes(piece), used);
+    EXPECT_EQ(used, piece.size());
+    EXPECT_EQ(st, off + 777 >= rest.size() ? DecodeStatus::request : DecodeStatus::need_more);
+  }
+  EXPECT_EQ(d.request().target(), "/a");
+  EXPECT_EQ(d.request().header("X-Big"), big);
+  EXPECT_EQ(d.request().header("X-After"), "1");
+  EXPECT_GE(d.buffer_capacity(), rest.size() + 1);
+  EXPECT_LE(d.buffer_capacity(), 2 * (rest.size() + 1));
+
+  // The next request on the connection starts small again.
+  EXPECT_EQ(d.decode(as_bytes("GET / HTTP/1.1\r\n"), used), DecodeStatus::need_more);
+  EXPECT_LE(d.buffer_capacity(), 4096u);
+  EXPECT_EQ(d.decode(as_bytes("Host: h\r\n\r\n"), used), DecodeStatus::request);
+  EXPECT_EQ(d.request().target(), "/");
+}
+
+TEST(HttpRequestDecoder, GrowingBufferKeepsTheExactLimit) {
+  // A limit that is not a power of two is still exact: a head of that size is accepted, one
+  // byte more is 431, and the buffer never exceeds the limit.
+  for (std::size_t limit : {std::size_t{300}, std::size_t{5000}, std::size_t{70001}}) {
+    HttpDecoderConfig cfg;
+    cfg.max_header_bytes = limit;
+    std::string in = "GET / HTTP/1.1\r\nHost: h\r\nX-Pad: ";
+    in += std::string(limit - in.size() - 4, 'p') + "\r\n\r\n";
+    ASSERT_EQ(in.size(), limit);
+    HttpRequestDecoder d(cfg);
+    for (char c : in) {
+      std::size_t used = 0;
+      d.decode(as_bytes(std::string_view(&c, 1)), used);
+      EXPECT_LE(d.buffer_capacity(), limit);
+    }
+    EXPECT_EQ(d.request().header("Host"), "h") << limit;
+    EXPECT_EQ(run_whole(in, cfg).requests.size(), 1u) << limit;
+    in.insert(in.size() - 4, "p");
+    EXPECT_EQ(run_whole(in, cfg).error, HttpStatus::request_header_fields_too_large) << limit;
+  }
+}
+
 TEST(HttpRequestDecoder, ContentLengthBodyIsSkippedAcrossPieces) {
   HttpRequestDecoder d;
   std::string in = "GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n\r\n";
