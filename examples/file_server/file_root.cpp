@@ -47,7 +47,28 @@ HttpStatus status_for_errno(int err) noexcept {
   }
 }
 
+FileIdentity identity_from(const struct stat& st) noexcept {
+  FileIdentity id;
+  id.dev = static_cast<std::uint64_t>(st.st_dev);
+  id.ino = static_cast<std::uint64_t>(st.st_ino);
+  id.size = static_cast<std::uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return id;
+}
+
 }  // namespace
+
+bool FileRoot::identity_of(const std::string& relative, FileIdentity& out) const noexcept {
+  struct stat st {};
+  // The walk follows no symlink; neither does its check of the last component.
+  const int flags = resolver_ == Resolver::walk ? AT_SYMLINK_NOFOLLOW : 0;
+  if (relative.empty() || ::fstatat(root_.get(), relative.c_str(), &st, flags) != 0) {
+    return false;
+  }
+  out = identity_from(st);
+  return true;
+}
 
 FileRoot::FileRoot(const std::string& directory, Resolver resolver) : resolver_(resolver) {
   std::error_code ec;
@@ -163,6 +184,7 @@ OpenResult FileRoot::open(std::string_view relative) const {
     result.file.size = static_cast<std::uint64_t>(st.st_size);
     result.file.mtime = st.st_mtim.tv_sec;
     result.file.path = std::move(path);
+    result.file.identity = identity_from(st);
     result.directory_index = attempt > 0;
     return result;
   }

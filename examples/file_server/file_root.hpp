@@ -35,12 +35,25 @@ namespace niox::http {
 
 using examples::UniqueFd;
 
+// What tells one version of a file from another: a file replaced (another inode), or changed in
+// place (size, modification or status-change time), compares unequal. A change that keeps the
+// size within one tick of the file system's clock is the one it cannot see.
+struct FileIdentity {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;  // changes with permissions and links too
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
 // A regular file opened for reading, and what a response needs to know about it.
 struct ResolvedFile {
   UniqueFd fd;
   std::uint64_t size = 0;
   std::time_t mtime = 0;    // seconds; HTTP-dates have no finer resolution
   std::string path;         // relative path actually opened ("docs/index.html"), for Content-Type
+  FileIdentity identity;    // of what fd names, when it was opened
 };
 
 struct OpenResult {
@@ -61,6 +74,11 @@ class FileRoot {
   // Opens `relative` (as produced by decode_request_path: "" or plain names joined by '/').
   // A directory is replaced by its "index.html". Thread-safe: many loops may share one root.
   OpenResult open(std::string_view relative) const;
+
+  // The identity of what `relative` (a path ResolvedFile::path held) names now, without opening
+  // it: one stat relative to the root. False if it cannot be stat'ed (gone, ...). Only for
+  // comparing with the identity of a file this root opened: it checks nothing else.
+  bool identity_of(const std::string& relative, FileIdentity& out) const noexcept;
 
   // The strategy in use; auto_detect settles on openat2 or walk at construction.
   Resolver resolver() const noexcept { return resolver_; }

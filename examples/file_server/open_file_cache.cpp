@@ -6,17 +6,40 @@
 
 namespace niox::http {
 
-const CachedFile* OpenFileCache::find(std::string_view relative, Clock::time_point now) {
+bool OpenFileCache::still_valid(const FileRoot& root, Entry& e, Clock::time_point now) const noexcept {
+  if (now - e.checked_at < config_.valid) {
+    return true;
+  }
+  FileIdentity current;
+  if (!root.identity_of(e.file.path, current) || current != e.file.identity) {
+    return false;
+  }
+  e.checked_at = now;
+  return true;
+}
+
+const CachedFile* OpenFileCache::find(const FileRoot& root, std::string_view relative,
+                                      Clock::time_point now) {
   auto it = index_.find(relative);
   if (it == index_.end()) {
     return nullptr;
   }
-  if (now - it->second->opened_at >= config_.valid) {
+  if (!still_valid(root, *it->second, now)) {
     erase(it->second);
     return nullptr;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
   return &it->second->file;
+}
+
+void OpenFileCache::sweep(const FileRoot& root, Clock::time_point now) {
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    auto next = std::next(it);
+    if (!still_valid(root, *it, now)) {
+      erase(it);
+    }
+    it = next;
+  }
 }
 
 const CachedFile* OpenFileCache::insert(std::string_view relative, OpenResult&& opened,
@@ -53,6 +76,7 @@ const CachedFile* OpenFileCache::insert(std::string_view relative, OpenResult&& 
   f.size = size;
   f.mtime = opened.file.mtime;
   f.directory_index = opened.directory_index;
+  f.identity = opened.file.identity;
   if (small) {
     f.content = content.as_read_only_buffer();  // responses share it: nobody may write
     content_bytes_ += static_cast<std::size_t>(size);

@@ -2,10 +2,14 @@
 // hot file costs no system call at all: a cached small body is a shared, zero-copy slice of the
 // cached bytes (ByteBuffer::slice), a cached large one a dup() of the kept descriptor.
 //
-// Like nginx's open_file_cache, an entry is trusted for `valid` (1 s by default) after it was
-// opened; after that the next request re-resolves the path through FileRoot, with every check,
-// and replaces the entry. A file changed in place may therefore be served stale for up to
-// `valid`; a file replaced by rename or deleted, likewise. Only successful opens are cached.
+// An entry is trusted for `valid` (100 ms by default) after it was last checked. The first use
+// after that checks it again: one stat of its path relative to the root (FileRoot::identity_of),
+// compared with what was opened (device, inode, size, modification and status-change times). The
+// same file is used on; a deleted, replaced or changed one is dropped (its descriptor closed) and
+// the request re-resolves the path through FileRoot, with every check. So a change is served
+// stale for at most `valid`. sweep(), which the server runs every second on each loop, checks
+// the entries nobody asked for, so that a deleted file's descriptor is not kept open until its
+// path is requested again. Only successful opens are cached.
 //
 // Not thread-safe: one cache per event loop (it is cheap), passed to StaticFileResponder::respond.
 // Bounded: at most max_entries entries and max_total_bytes of cached content, least recently used
@@ -32,6 +36,7 @@ struct CachedFile {
   std::uint64_t size = 0;
   std::time_t mtime = 0;
   bool directory_index = false;
+  FileIdentity identity;         // of the file when it was opened
   ByteBuffer content;            // the whole file when it is small, else empty
   UniqueFd fd;                   // the open file when it is not kept in memory
   bool in_memory() const noexcept { return !fd.valid(); }
@@ -45,15 +50,21 @@ class OpenFileCache {
     std::size_t max_entries = 1024;
     std::size_t max_file_bytes = 16 * 1024;        // larger files keep a descriptor instead
     std::size_t max_total_bytes = 16 * 1024 * 1024;
-    std::chrono::milliseconds valid{1000};
+    std::chrono::milliseconds valid{100};  // an entry is used this long without a check
   };
 
   OpenFileCache() : OpenFileCache(Config{}) {}
   explicit OpenFileCache(Config config) : config_(config) {}
 
-  // The entry for `relative` if it was opened less than `valid` before `now`, else nullptr.
-  // The pointer is valid until the next insert() or clear().
-  const CachedFile* find(std::string_view relative, Clock::time_point now);
+  // The entry for `relative` (opened from `root`), checked against the file system first if
+  // it was last checked `valid` or more before `now`; nullptr if there is none or the file
+  // changed (the entry is then dropped). The pointer is valid until the next insert(), sweep()
+  // or clear().
+  const CachedFile* find(const FileRoot& root, std::string_view relative, Clock::time_point now);
+
+  // Checks every entry last checked `valid` or more before `now` and drops those whose file was
+  // deleted, replaced or changed, closing their descriptors.
+  void sweep(const FileRoot& root, Clock::time_point now);
 
   // Caches a file just opened for `relative` (taking its descriptor; a small file is read into
   // memory and its descriptor closed) and returns the entry; nullptr if reading it failed.
@@ -67,7 +78,7 @@ class OpenFileCache {
   struct Entry {
     std::string key;
     CachedFile file;
-    Clock::time_point opened_at;
+    Clock::time_point checked_at;  // opened, or last found unchanged
   };
   struct Hash {
     using is_transparent = void;
@@ -76,6 +87,8 @@ class OpenFileCache {
   using List = std::list<Entry>;
 
   void erase(List::iterator it) noexcept;
+  // Whether `e` may be used at `now`: recently checked, or checked now and unchanged.
+  bool still_valid(const FileRoot& root, Entry& e, Clock::time_point now) const noexcept;
 
   Config config_;
   List lru_;  // most recently used first

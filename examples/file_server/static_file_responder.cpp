@@ -112,7 +112,7 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
     return text_response(path.status, request.keep_alive(), http10, head_only, now);
   }
   const auto steady_now = OpenFileCache::Clock::now();
-  const CachedFile* cached = cache != nullptr ? cache->find(path.relative, steady_now) : nullptr;
+  const CachedFile* cached = cache != nullptr ? cache->find(root_, path.relative, steady_now) : nullptr;
   OpenResult opened;
   if (cached == nullptr) {
     opened = root_.open(path.relative);

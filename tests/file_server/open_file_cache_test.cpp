@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 namespace niox::http {
@@ -70,24 +71,92 @@ TEST_F(OpenFileCacheTest, HotLargeFileGetsItsOwnDescriptor) {
   EXPECT_EQ(cache.content_bytes(), 0u);
 }
 
-TEST_F(OpenFileCacheTest, EntriesExpireAfterValid) {
-  OpenFileCache::Config cfg;
-  cfg.valid = 0ms;  // every request re-resolves
-  OpenFileCache fresh(cfg);
-  EXPECT_EQ(get("/small.txt", fresh).body.string_view(), "small body");
-  tree_.write("small.txt", "changed!");
-  EXPECT_EQ(get("/small.txt", fresh).body.string_view(), "changed!");
-  ::unlink((tree_ / "small.txt").c_str());
-  EXPECT_EQ(get("/small.txt", fresh).status, HttpStatus::not_found);
+// Whether this process holds a descriptor open on `path` (deleted or not).
+bool holds_open(const std::filesystem::path& path) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && (target == path.string() || target == path.string() + " (deleted)")) {
+      return true;
+    }
+  }
+  return false;
+}
 
-  OpenFileCache lasting;  // 1 s: a change inside the window is not seen yet
-  EXPECT_EQ(get("/big.bin", lasting).status, HttpStatus::ok);
+TEST_F(OpenFileCacheTest, DeletedFileIsNotServedAndItsDescriptorIsClosed) {
+  OpenFileCache::Config cfg;
+  cfg.valid = 0ms;  // every use is checked
+  OpenFileCache cache(cfg);
+  ASSERT_EQ(get("/big.bin", cache).status, HttpStatus::ok);
+  ASSERT_EQ(get("/small.txt", cache).status, HttpStatus::ok);
+  EXPECT_TRUE(holds_open(tree_ / "big.bin"));  // the cache keeps it open
+  ASSERT_EQ(::unlink((tree_ / "big.bin").c_str()), 0);
+  ASSERT_EQ(::unlink((tree_ / "small.txt").c_str()), 0);
+  EXPECT_EQ(get("/big.bin", cache).status, HttpStatus::not_found);
+  EXPECT_EQ(get("/small.txt", cache).status, HttpStatus::not_found);
+  EXPECT_FALSE(holds_open(tree_ / "big.bin"));
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.content_bytes(), 0u);
+}
+
+TEST_F(OpenFileCacheTest, ReplacedFileServesTheNewContent) {
+  OpenFileCache::Config cfg;
+  cfg.valid = 0ms;
+  OpenFileCache cache(cfg);
+  ASSERT_EQ(get("/small.txt", cache).body.string_view(), "small body");
+  ASSERT_TRUE(get("/big.bin", cache).has_file_region());
+  // Replaced by a rename (a new inode, same size), as deployments do.
+  tree_.write("new.tmp", "fresh body");
+  ASSERT_EQ(::rename((tree_ / "new.tmp").c_str(), (tree_ / "small.txt").c_str()), 0);
+  tree_.write("new.bin", std::string(100000, 'n'));
+  ASSERT_EQ(::rename((tree_ / "new.bin").c_str(), (tree_ / "big.bin").c_str()), 0);
+  EXPECT_EQ(get("/small.txt", cache).body.string_view(), "fresh body");
+  auto big = get("/big.bin", cache);
+  ASSERT_TRUE(big.has_file_region());
+  std::string got(100000, '\0');
+  ASSERT_EQ(::pread(big.file.get(), got.data(), got.size(), 0), 100000);
+  EXPECT_EQ(got, std::string(100000, 'n'));
+  big = HttpResponse();
+  // The replaced file's descriptor is gone; only the new one is held.
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    EXPECT_NE(target, (tree_ / "big.bin").string() + " (deleted)");
+  }
+  // Rewritten in place (same inode, another size): seen too.
+  tree_.write("small.txt", "rewritten in place");
+  EXPECT_EQ(get("/small.txt", cache).body.string_view(), "rewritten in place");
+  EXPECT_EQ(cache.size(), 2u);
+}
+
+TEST_F(OpenFileCacheTest, EntriesAreCheckedAgainOnceValidHasPassed) {
+  OpenFileCache cache;  // trusted for `valid` after each check, then checked on the next use
+  const auto valid = OpenFileCache::Config{}.valid;
+  ASSERT_EQ(get("/big.bin", cache).status, HttpStatus::ok);
+  ASSERT_EQ(get("/small.txt", cache).status, HttpStatus::ok);
+  ASSERT_EQ(get("/dir/", cache).status, HttpStatus::ok);
+  const auto t = OpenFileCache::Clock::now() + valid;
+  EXPECT_NE(cache.find(*root_, "big.bin", t), nullptr);  // unchanged: still served from the cache
+  EXPECT_NE(cache.find(*root_, "dir", t + valid), nullptr);
   ::unlink((tree_ / "big.bin").c_str());
-  EXPECT_EQ(get("/big.bin", lasting).status, HttpStatus::ok);
-  const auto t = OpenFileCache::Clock::now();
-  EXPECT_NE(lasting.find("big.bin", t), nullptr);
-  EXPECT_EQ(lasting.find("big.bin", t + 2s), nullptr);  // expired: dropped
-  EXPECT_EQ(lasting.size(), 0u);
+  tree_.write("small.txt", "changed!");
+  EXPECT_EQ(cache.find(*root_, "big.bin", t + 2 * valid), nullptr);   // deleted: dropped
+  EXPECT_EQ(cache.find(*root_, "small.txt", t + 2 * valid), nullptr); // changed: dropped
+  EXPECT_FALSE(holds_open(tree_ / "big.bin"));
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(get("/small.txt", cache).body.string_view(), "changed!");
+}
+
+TEST_F(OpenFileCacheTest, SweepClosesADeletedFileWithoutARequestForIt) {
+  OpenFileCache cache;
+  ASSERT_EQ(get("/big.bin", cache).status, HttpStatus::ok);
+  ASSERT_EQ(get("/small.txt", cache).status, HttpStatus::ok);
+  ASSERT_EQ(get("/dir/", cache).status, HttpStatus::ok);
+  ASSERT_EQ(::unlink((tree_ / "big.bin").c_str()), 0);
+  cache.sweep(*root_, OpenFileCache::Clock::now() + OpenFileCache::Config{}.valid);
+  EXPECT_FALSE(holds_open(tree_ / "big.bin"));
+  EXPECT_EQ(cache.size(), 2u);  // the unchanged ones stay
+  EXPECT_EQ(get("/big.bin", cache).status, HttpStatus::not_found);
 }
 
 TEST_F(OpenFileCacheTest, FailuresAreNotCachedAndRulesStillApply) {
@@ -108,8 +177,8 @@ TEST_F(OpenFileCacheTest, BoundedByEntriesAndBytes) {
   for (int i = 0; i < 5; ++i) get("/f" + std::to_string(i), by_count);
   EXPECT_EQ(by_count.size(), 3u);
   const auto t = OpenFileCache::Clock::now();
-  EXPECT_EQ(by_count.find("f0", t), nullptr);  // least recently used went first
-  EXPECT_NE(by_count.find("f4", t), nullptr);
+  EXPECT_EQ(by_count.find(*root_, "f0", t), nullptr);  // least recently used went first
+  EXPECT_NE(by_count.find(*root_, "f4", t), nullptr);
 
   cfg.max_entries = 100;
   cfg.max_total_bytes = 2500;
