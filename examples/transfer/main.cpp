@@ -9,8 +9,9 @@
 // the file only once verified) is TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
-// 2 usage error.
+// 2 usage error (or recv's --out directory missing).
 #include "command_line.hpp"
+#include "output_file.hpp"
 #include "progress_reporter.hpp"
 #include "transfer_options.hpp"
 #include "transfer_protocol.hpp"
@@ -227,6 +228,12 @@ class Sender {
 int run_send(const TransferOptions& o) {
   std::error_code ec;
   auto plan = prepare_send(o.file, ec, {}, ChecksumPlacement::trailer);
+  if (ec == std::errc::is_a_directory) {
+    die("cannot send '" + o.file + "': it is a directory (niox-transfer sends one regular file)");
+  }
+  if (ec == std::errc::invalid_argument) {
+    die("cannot send '" + o.file + "': not a regular file (a device, FIFO or socket)");
+  }
   if (ec) {
     die("cannot send '" + o.file + "': " + ec.message());
   }
@@ -477,6 +484,9 @@ class Receiver {
 };
 
 int run_recv(const TransferOptions& o) {
+  if (auto problem = OutputFile::destination_problem(o.out); !problem.empty()) {
+    die("--out '" + o.out + "': " + problem, 2);
+  }
   SocketAddress where;
   try {
     where = InetSocketAddress(o.bind, o.port);

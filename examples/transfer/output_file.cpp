@@ -7,6 +7,8 @@
 #include <random>
 #include <utility>
 
+#include <cstring>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,6 +103,33 @@ OutputFile OutputFile::create(const std::string& destination, std::string_view n
   out.fd_ = fd;
   out.temp_path_ = std::move(temp);
   return out;
+}
+
+std::string OutputFile::destination_problem(const std::string& destination) {
+  struct stat st {};
+  const bool is_dir = ::stat(destination.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const std::string dir = is_dir ? destination : parent_of(destination);
+  if (!is_dir) {
+    if (::stat(dir.c_str(), &st) != 0) {
+      if (errno == ENOENT) {
+        return "the directory '" + dir + "' does not exist";
+      }
+      if (errno == ENOTDIR) {
+        return "the directory '" + dir + "' does not exist (part of its path is not a directory)";
+      }
+      return "cannot use the directory '" + dir + "': " + std::strerror(errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return "'" + dir + "' is not a directory";
+    }
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    if (errno == EROFS) {
+      return "the directory '" + dir + "' is on a read-only file system";
+    }
+    return "the directory '" + dir + "' is not writable";
+  }
+  return {};
 }
 
 std::error_code OutputFile::reserve(std::uint64_t size) noexcept {

@@ -34,6 +34,12 @@ class OutputFile {
   static OutputFile create(const std::string& destination, std::string_view name,
                            std::error_code& ec, bool allow_tmpfile = true);
 
+  // Why create() could not make a file for `destination`, in a user's words ("the directory
+  // 'in/box' does not exist", "'in' is not a directory", "the directory 'in' is not
+  // writable"); empty when its directory exists and this process may create files in it. For
+  // checking a destination at start-up rather than when the first transfer arrives.
+  static std::string destination_problem(const std::string& destination);
+
   // Opened for reading and writing (O_RDWR | O_CLOEXEC: the receiver hashes what it wrote);
   // -1 once committed or discarded.
   int fd() const noexcept { return fd_; }

@@ -52,14 +52,15 @@ std::string transfer_usage() {
          "  send FILE          send FILE to a waiting receiver\n"
          "  --port P           port to listen on (recv)\n"
          "  --bind ADDR        address to listen on (recv, default: 0.0.0.0)\n"
-         "  --out PATH         where to store the file (recv)\n"
+         "  --out PATH         where to store the file (recv); its directory must exist\n"
          "  --max-size BYTES   largest file accepted (recv, default: 1 TiB)\n"
          "  --to HOST:PORT     receiver to send to (send); IPv6 as [addr]:port\n"
          "  --backend B        auto, io_uring or epoll (default: auto)\n"
          "  --help             show this text\n"
          "\n"
          "A progress bar with rate and ETA is shown when stderr is a terminal.\n"
-         "Exit status: 0 on a verified transfer, 1 on a failed one, 2 on a usage error.\n";
+         "Exit status: 0 on a verified transfer, 1 on a failed one, 2 on a usage error (or a\n"
+         "missing --out directory).\n";
 }
 
 std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_view> args,

@@ -53,7 +53,9 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
                       ChecksumPlacement placement) {
   ec.clear();
   SendPlan plan;
-  plan.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Cleared once the file is known to be
+  // regular, so that reads of it (and sendfile from it) block as file reads do.
+  plan.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (plan.fd < 0) {
     ec.assign(errno, std::system_category());
     return {};
@@ -63,8 +65,16 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
     ec.assign(errno, std::system_category());
     return {};
   }
+  if (S_ISDIR(st.st_mode)) {
+    ec = std::make_error_code(std::errc::is_a_directory);
+    return {};
+  }
   if (!S_ISREG(st.st_mode)) {
     ec = std::make_error_code(std::errc::invalid_argument);
+    return {};
+  }
+  if (int flags = ::fcntl(plan.fd, F_GETFL); flags < 0 || ::fcntl(plan.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    ec.assign(errno, std::system_category());
     return {};
   }
   std::string_view name = path;

@@ -66,8 +66,10 @@ struct SendPlan {
 };
 
 // Opens `path` (a regular file), hashes it and builds the header, the name being the path's last
-// component. Errors: the open/read errno, std::errc::invalid_argument for a non-regular file,
-// or a TransferErrc when the name or size would be refused under `limits`.
+// component. Errors: the open/read errno, std::errc::is_a_directory for a directory,
+// std::errc::invalid_argument for another file that is not regular (a FIFO, a device: opened
+// without waiting for a writer), or a TransferErrc when the name or size would be refused
+// under `limits`.
 // With ChecksumPlacement::trailer the file is not read here: the header carries
 // flag_checksum_trailer, and hash_chunk() / trailer() do the hashing as the body leaves.
 SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits = {},

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -81,6 +82,15 @@ std::string header_for(const std::string& name, const std::string& body, std::ui
   auto b = xfer::encode_header(h);
   auto bytes = b.bytes();
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// The exit status of `p`, or nullopt if it still runs after a generous bound (it is then
+// killed, so that reading its stderr cannot block).
+std::optional<int> exit_status(ChildProcess& p) {
+  if (auto rc = p.wait()) return rc;
+  p.signal(SIGKILL);
+  p.wait();
+  return std::nullopt;
 }
 
 class TransferProgramTest : public ::testing::TestWithParam<Case> {
@@ -241,6 +251,36 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransferProgramTest,
                          ::testing::Values(Case{BackendKind::io_uring, "io_uring"},
                                            Case{BackendKind::epoll, "epoll"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// --out in a directory that does not exist is refused before the receiver listens, not when a
+// transfer arrives.
+TEST(TransferProgram, OutInAMissingDirectoryIsRefusedAtStartUp) {
+  TempDir dir;
+  for (const std::string& out : {dir / "missing/", dir / "missing/file.bin"}) {
+    ChildProcess r({NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out", out});
+    auto rc = exit_status(r);
+    auto said = r.read_stderr();
+    EXPECT_EQ(rc, 2) << out << ": " << said;
+    EXPECT_NE(said.find("the directory '" + dir / "missing" + "' does not exist"), std::string::npos) << said;
+    EXPECT_FALSE(r.read_line(std::chrono::milliseconds(100))) << "it listened anyway";
+  }
+  dir.write("plain", "x");
+  ChildProcess r({NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out",
+                  dir / "plain/file.bin"});
+  auto rc = exit_status(r);
+  auto said = r.read_stderr();
+  EXPECT_EQ(rc, 2) << said;
+  EXPECT_NE(said.find("'" + dir / "plain" + "' is not a directory"), std::string::npos) << said;
+}
+
+TEST(TransferProgram, SendingADirectorySaysItIsADirectory) {
+  TempDir dir;
+  ChildProcess s({NIOX_TRANSFER_PROGRAM, "send", dir.str(), "--to", "127.0.0.1:9"});
+  auto rc = exit_status(s);
+  auto err = s.read_stderr();
+  EXPECT_EQ(rc, 1) << err;
+  EXPECT_NE(err.find("cannot send '" + dir.str() + "': it is a directory"), std::string::npos) << err;
+}
 
 TEST(TransferProgram, UsageErrorExitsWith2) {
   ChildProcess bad({NIOX_TRANSFER_PROGRAM, "fly"});

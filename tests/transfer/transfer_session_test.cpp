@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -70,7 +71,10 @@ TEST_F(TransferSessionTest, PrepareSendHashesAndNamesTheFile) {
   prepare_send(src_ / "missing", ec);
   EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
   prepare_send(src_.str(), ec);
-  EXPECT_TRUE(ec);  // a directory
+  EXPECT_EQ(ec, std::errc::is_a_directory);
+  ASSERT_EQ(::mkfifo((src_ / "fifo").c_str(), 0600), 0);
+  prepare_send(src_ / "fifo", ec);  // without a writer: must not wait for one
+  EXPECT_EQ(ec, std::errc::invalid_argument);
   src_.write("bad..name", "x");
   prepare_send(src_ / "bad..name", ec);
   EXPECT_EQ(ec, TransferErrc::bad_name);
