@@ -87,11 +87,21 @@ FileRoot::FileRoot(const std::string& directory, Resolver resolver, std::error_c
     return;
   }
   root_.reset(fd);
+  // An O_PATH descriptor needs no permission at all; serving needs search (to resolve names
+  // below) and read (to list nothing, but a directory we may not read is not one we serve).
+  // Opening "." for reading checks both now, instead of answering 403 to every request.
+  int probe = ::openat(root_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (probe < 0) {
+    ec.assign(errno, std::system_category());
+    root_.reset();
+    return;
+  }
+  ::close(probe);
   if (resolver_ == Resolver::auto_detect) {
     open_how how{};
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    int probe = sys_openat2(root_.get(), ".", &how);
+    probe = sys_openat2(root_.get(), ".", &how);
     if (probe >= 0) {
       ::close(probe);
       resolver_ = Resolver::openat2;

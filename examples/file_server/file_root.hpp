@@ -66,7 +66,8 @@ class FileRoot {
  public:
   enum class Resolver : std::uint8_t { auto_detect, openat2, walk };
 
-  // Opens `directory` (O_PATH | O_DIRECTORY | O_CLOEXEC). Throws std::system_error if it cannot.
+  // Opens `directory` (O_PATH | O_DIRECTORY | O_CLOEXEC) and checks that it may be read and
+  // searched. Throws std::system_error if it cannot (ENOENT, ENOTDIR, EACCES...).
   // `resolver` forces one strategy (tests use walk to cover the fallback).
   explicit FileRoot(const std::string& directory, Resolver resolver = Resolver::auto_detect);
   FileRoot(const std::string& directory, Resolver resolver, std::error_code& ec) noexcept;

@@ -11,7 +11,7 @@ std::string file_server_usage() {
          "Serves the files under a directory over HTTP/1.1 (GET and HEAD).\n"
          "\n"
          "  --root DIR              directory to serve (default: the built-in site)\n" +
-         examples::server_options_usage(FileServerOptions{}, 26) +
+         examples::server_options_usage(FileServerOptions{}, 26, /*allow_unix=*/true) +
          "  --max-header-bytes N    largest request head accepted (default: 8192)\n"
          "  --idle-timeout S        close a connection idle for S seconds, or whose request\n"
          "                          head is not complete S seconds after it began; decimals\n"

@@ -34,6 +34,16 @@ namespace {
 using namespace niox;
 using namespace niox::http;
 
+// After a response that ends the connection, the server shuts its output down (FIN) and reads
+// and discards what the client still sends, until the client ends its side or for at most
+// this long, then closes. Closing at once with unread input makes the kernel reset the
+// connection, and a reset can destroy the response the client has not read yet (a client
+// still sending an oversized head, say, and then its 431).
+constexpr std::chrono::seconds lingering_close_time{2};
+
+// How often each loop checks its open-file cache for files deleted or replaced meanwhile.
+constexpr std::chrono::seconds cache_sweep_period{1};
+
 // One per connection, on its loop. Input that on_read left unconsumed (a request cut by the end
 // of a read, or requests beyond the response queue's bound) waits in pending_.
 class HttpServerHandler final : public ChannelHandler {
@@ -89,8 +99,18 @@ class HttpServerHandler final : public ChannelHandler {
       return;
     }
     if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
+      if (closing_) {
+        // A lingering close: the client ended its side after our FIN, done. Before the FIN
+        // (the last response still being written), the close after the flush sees the input
+        // shut down and closes without lingering.
+        if (ctx.channel().is_output_shutdown()) {
+          ctx.close();
+        }
+        return;
+      }
       conn_.on_end_of_input();
-      close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()));
+      // Nothing more can arrive, so nothing is left unread: close once written.
+      close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()), /*linger=*/false);
       return;
     }
     ctx.fire_user_event_triggered(std::move(event));
@@ -127,10 +147,13 @@ class HttpServerHandler final : public ChannelHandler {
       // one gathering write.
       ctx.flush();
       if (conn_.is_closing()) {
-        close_after_flush(ctx, last);
+        close_after_flush(ctx, last, /*linger=*/true);
       }
     }
     (void)wrote;
+    if (pending_.empty() && pending_.capacity() > 16 * 1024) {
+      std::string().swap(pending_);  // a burst of pipelined input keeps no memory afterwards
+    }
     if (conn_.decoder().is_idle()) {
       head_started_.reset();
     } else if (!head_started_) {
@@ -159,14 +182,30 @@ class HttpServerHandler final : public ChannelHandler {
     ctx.close();
   }
 
-  void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last) {
+  // Closes once `last` is written. With `linger`, a lingering close instead (see
+  // lingering_close_time): FIN first, then input is read and dropped (channel_read ignores it
+  // once closing_) until the client's end of stream or the time is up.
+  void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last, bool linger) {
     closing_ = true;
     pending_.clear();
-    std::weak_ptr<Channel> ch = ctx.channel().shared_from_this();
-    last.add_listener([ch](std::error_code) {
-      if (auto c = ch.lock()) {
-        c->close();
+    std::weak_ptr<Channel> weak = ctx.channel().shared_from_this();
+    last.add_listener([weak, linger](std::error_code ec) {
+      auto ch = weak.lock();
+      if (!ch) {
+        return;
       }
+      if (ec || !linger || !ch->is_active() || ch->is_input_shutdown()) {
+        ch->close();
+        return;
+      }
+      ch->shutdown_output();
+      ch->config().set_auto_read(true);  // keep draining, even if reads were paused
+      static_cast<LoopSocketChannel&>(*ch).event_loop().schedule(
+          lingering_close_time, [weak](std::error_code) {
+            if (auto c = weak.lock()) {
+              c->close();
+            }
+          });
     });
   }
 
@@ -227,7 +266,16 @@ int main(int argc, char** argv) {
   std::error_code ec;
   FileRoot root(root_dir, FileRoot::Resolver::auto_detect, ec);
   if (ec) {
-    std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << ec.message() << "\n";
+    // Refused here rather than by a 403 or 404 to every request.
+    std::string why = ec.message();
+    if (ec == std::errc::no_such_file_or_directory) {
+      why = "no such directory";
+    } else if (ec == std::errc::not_a_directory) {
+      why = "not a directory";
+    } else if (ec == std::errc::permission_denied) {
+      why = "permission denied (the server needs read and search permission on the directory)";
+    }
+    std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << why << "\n";
     return 1;
   }
   StaticFileResponder responder(root);
@@ -243,10 +291,22 @@ int main(int argc, char** argv) {
   examples::ServerProgram p;
   p.program = "niox-file-server";
   p.options = o;
+  p.allow_unix = true;  // --bind unix:PATH (curl --unix-socket PATH http://localhost/)
   p.configure = [&](ServerBootstrap& b, EventLoopGroup& workers) {
     for (std::size_t i = 0; i < workers.size(); ++i) {
       caches.push_back(std::make_unique<OpenFileCache>());
-      cache_of[&workers.loop(i)] = caches.back().get();
+      OpenFileCache* cache = caches.back().get();
+      EventLoop& loop = workers.loop(i);
+      cache_of[&loop] = cache;
+      // A deleted or replaced file is let go of even if nobody asks for it again.
+      loop.execute([&loop, &root, cache] {
+        loop.schedule_at_fixed_rate(cache_sweep_period, cache_sweep_period,
+                                    [&root, cache](std::error_code e) {
+                                      if (!e) {
+                                        cache->sweep(root, OpenFileCache::Clock::now());
+                                      }
+                                    });
+      });
     }
     // File bodies stay in their files until the client's window opens, instead of megabytes
     // queueing in the kernel per connection: each then leaves from this server's loop as it is
