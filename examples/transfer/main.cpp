@@ -9,7 +9,8 @@
 // the file only once verified) is TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
-// 2 usage error (or recv's --out directory missing).
+// 2 usage error (or recv's --out directory missing). Whenever the receiver refuses, it tells the
+// sender why, and both print it.
 #include "command_line.hpp"
 #include "output_file.hpp"
 #include "progress_reporter.hpp"
@@ -100,7 +101,7 @@ class Sender {
         }
         // The verdict is awaited while the body is still being sent: a receiver that gives up
         // early (a refused name, a full disk) answers at once, and the sender stops sending.
-        await_reply(ByteBuffer::allocate(reply_size));
+        await_reply(ByteBuffer::allocate(reply_size + 2 + max_reason_length));
         send_body();
       });
     });
@@ -147,19 +148,24 @@ class Sender {
                       });
   }
 
+  // Reads the verdict and, after one that is not ok, the receiver's reason; the end of the
+  // connection before the reason (a receiver that predates it) leaves the reason empty.
   void await_reply(ByteBuffer buf) {
     loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
       if (finished_) return;
-      if (!ec && n > 0 && b.has_remaining()) {
+      ByteBuffer so_far = b.duplicate();
+      so_far.flip();
+      const auto bytes = so_far.bytes();
+      if (!ec && n > 0 && bytes.size() < reply_length(bytes) && b.has_remaining()) {
         await_reply(std::move(b));
         return;
       }
       reply_done_ = true;
-      if (ec || n == 0) {
+      if (bytes.size() < reply_size) {
         reply_error_ = ec ? ec : make_error_code(TransferErrc::truncated);
       } else {
-        b.flip();
-        verdict_ = check_reply(b.bytes());
+        verdict_ = check_reply(bytes);
+        reason_ = decode_reason(bytes);
       }
       decide();
     });
@@ -185,9 +191,13 @@ class Sender {
       return;
     }
     if (verdict_) {
-      finish(fail(verdict_, "the receiver did not store the file"));
+      progress_.abandon();
+      std::cerr << "niox-transfer: the receiver did not store the file: "
+                << (reason_.empty() ? verdict_.message() : reason_) << "\n";
+      finish(1);
       return;
     }
+
     if (!body_done_) {
       if (body_error_) {
         finish(fail(body_error_, "sending the body"));
@@ -221,6 +231,7 @@ class Sender {
   bool reply_done_ = false;
   std::error_code reply_error_;  // the connection ended without a verdict
   std::error_code verdict_;      // the receiver's verdict (empty: stored and verified)
+  std::string reason_;           // the receiver's reason for a verdict other than ok
   bool finished_ = false;
   int status_ = 1;
 };
@@ -253,8 +264,8 @@ int run_send(const TransferOptions& o) {
 
 class Receiver {
  public:
-  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx)
-      : loop_(loop), listen_fd_(listen_fd), rx_(rx) {}
+  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx, std::uint64_t max_size)
+      : loop_(loop), listen_fd_(listen_fd), rx_(rx), max_size_(max_size) {}
 
   int run() {
     int p[2];
@@ -298,7 +309,7 @@ class Receiver {
       }
       b.flip();
       if (auto e = rx_.on_header_bytes(b)) {
-        refuse(TransferStatus::refused, e, "refused the header");
+        refuse(TransferStatus::refused, "refused the header: " + header_problem(e));
         return;
       }
       if (rx_.phase() == TransferReceiver::Phase::header) {
@@ -307,11 +318,11 @@ class Receiver {
       }
       progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
       if (auto e = rx_.reserve_body()) {
-        refuse(TransferStatus::write_failed, e, "no room for " + std::to_string(rx_.header().size) + " bytes");
+        refuse(TransferStatus::write_failed, "no room for " + std::to_string(rx_.header().size) + " bytes: " + e.message());
         return;
       }
       if (auto e = rx_.on_body_bytes(b)) {
-        refuse(TransferStatus::write_failed, e, "writing the file");
+        refuse(TransferStatus::write_failed, "writing the file: " + e.message());
         return;
       }
       rx_.on_trailer_bytes(b);
@@ -351,7 +362,7 @@ class Receiver {
                    if (stopped_) return;
                    if (ec || n == 0) {
                      refuse(TransferStatus::write_failed,
-                            ec ? ec : std::make_error_code(std::errc::io_error), "writing the file");
+                            "writing the file: " + (ec ? ec : std::make_error_code(std::errc::io_error)).message());
                      return;
                    }
                    rx_.on_body_spliced(n);
@@ -366,7 +377,7 @@ class Receiver {
                      std::error_code hash_ec;
                      rx_.hash_received(SIZE_MAX, hash_ec);
                      if (hash_ec) {
-                       refuse(TransferStatus::write_failed, hash_ec, "reading back the file");
+                       refuse(TransferStatus::write_failed, "reading back the file: " + hash_ec.message());
                        return;
                      }
                    }
@@ -399,7 +410,7 @@ class Receiver {
     progress_->finish();
     std::error_code ec;
     TransferStatus status = rx_.finish(ec);
-    reply(status, [this, ec, status] {
+    reply(status, status == TransferStatus::ok ? std::string() : ec.message(), [this, ec, status] {
       if (status != TransferStatus::ok) {
         finish(fail(ec, "the file was not stored"));
       } else {
@@ -410,19 +421,29 @@ class Receiver {
     });
   }
 
-  // Tells the sender why, removes whatever was written, and fails.
-  void refuse(TransferStatus status, std::error_code ec, const std::string& what) {
-    rx_.abort();
-    reply(status, [this, ec, what] { finish(fail(ec, what)); });
+  // Why a header was refused, in the words the sender's user sees too.
+  std::string header_problem(std::error_code e) const {
+    if (e == TransferErrc::file_too_large) {
+      return "the file (" + std::to_string(rx_.header().size) + " bytes) is larger than the receiver accepts (--max-size " +
+             std::to_string(max_size_) + ")";
+    }
+    return e.message();
   }
 
-  // Sends the verdict. A refusal is followed by a lingering close: the sender may still be
-  // sending, and closing with its bytes unread would reset the connection, possibly before the
-  // sender read the verdict. So: shut our side down (FIN after the verdict), read and drop what
-  // still arrives until the sender closes or linger_time passes, then `then`.
+  // Tells the sender why (`reason`, printed here too), removes whatever was written, and fails.
+  void refuse(TransferStatus status, const std::string& reason) {
+    rx_.abort();
+    reply(status, reason, [this, reason] { finish(fail({}, reason)); });
+  }
+
+  // Sends the verdict (and, when it is not ok, the reason). A refusal is followed by a lingering
+  // close: the sender may still be sending, and closing with its bytes unread would reset the
+  // connection, possibly before the sender read the verdict. So: shut our side down (FIN after
+  // the verdict), read and drop what still arrives until the sender closes or linger_time
+  // passes, then `then`.
   template <class F>
-  void reply(TransferStatus status, F then) {
-    loop_.write(fd_, encode_reply(status), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
+  void reply(TransferStatus status, const std::string& reason, F then) {
+    loop_.write(fd_, encode_reply(status, reason), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
       if (stopped_) return;
       if (ec || status == TransferStatus::ok) {
         then();
@@ -471,6 +492,7 @@ class Receiver {
   EventLoop& loop_;
   int listen_fd_;
   TransferReceiver& rx_;
+  std::uint64_t max_size_;
   std::unique_ptr<ProgressReporter> progress_;
   int fd_ = -1;
   int pipe_r_ = -1;
@@ -512,7 +534,7 @@ int run_recv(const TransferOptions& o) {
   TransferReceiver rx(o.out, limits);
   EventLoop loop(loop_options(o.backend));
   std::cout << "niox-transfer listening on " << bound.to_string() << std::endl;
-  Receiver r(loop, lfd, rx);
+  Receiver r(loop, lfd, rx, o.max_size);
   return r.run();
 }
 

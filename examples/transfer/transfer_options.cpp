@@ -58,7 +58,8 @@ std::string transfer_usage() {
          "  --backend B        auto, io_uring or epoll (default: auto)\n"
          "  --help             show this text\n"
          "\n"
-         "A progress bar with rate and ETA is shown when stderr is a terminal.\n"
+         "A progress bar with rate and ETA is shown when stderr is a terminal. When the receiver\n"
+         "refuses or fails, both ends print its reason.\n"
          "Exit status: 0 on a verified transfer, 1 on a failed one, 2 on a usage error (or a\n"
          "missing --out directory).\n";
 }

@@ -29,6 +29,9 @@ class TransferCategory final : public std::error_category {
       case TransferErrc::checksum_mismatch: return "checksum mismatch: the file arrived damaged";
       case TransferErrc::truncated: return "connection closed before the transfer completed";
       case TransferErrc::receiver_failed: return "the receiver could not store the file";
+      case TransferErrc::no_space: return "not enough free space on the receiver's disk";
+      case TransferErrc::timed_out: return "the receiver gave up waiting for the sender";
+      case TransferErrc::refused: return "the receiver refused the transfer";
     }
     return "unknown niox.transfer error";
   }
@@ -137,6 +140,7 @@ HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& 
   }
   const std::uint64_t size = load64(p + 16);
   if (size > limits.max_file_size) {
+    out.size = size;  // for the receiver's message
     return failure(TransferErrc::file_too_large);
   }
   if (have < header_size + name_length) {
@@ -166,11 +170,21 @@ std::uint64_t decode_trailer(std::span<const std::byte, trailer_size> in) noexce
   return load64(reinterpret_cast<const unsigned char*>(in.data()));
 }
 
-ByteBuffer encode_reply(TransferStatus status) {
-  auto buf = ByteBuffer::allocate(reply_size);
+ByteBuffer encode_reply(TransferStatus status, std::string_view reason) {
+  if (status == TransferStatus::ok) {
+    reason = {};
+  }
+  reason = reason.substr(0, max_reason_length);
+  const std::size_t frame = status == TransferStatus::ok ? 0 : 2 + reason.size();
+  auto buf = ByteBuffer::allocate(reply_size + frame);
+  buf.order(ByteOrder::big_endian);
   buf.put(std::string_view(magic, 4));
   buf.put(static_cast<std::uint8_t>(status));
   buf.position(reply_size);
+  if (frame != 0) {
+    buf.put_short(static_cast<std::int16_t>(reason.size()));
+    buf.put(reason);
+  }
   buf.flip();
   return buf;
 }
@@ -186,11 +200,42 @@ std::error_code decode_reply(std::span<const std::byte> in, TransferStatus& out)
   if (p[5] != 0 || p[6] != 0 || p[7] != 0) {
     return TransferErrc::reserved_not_zero;
   }
-  if (p[4] > static_cast<std::uint8_t>(TransferStatus::refused)) {
+  if (p[4] > static_cast<std::uint8_t>(TransferStatus::timed_out)) {
     return TransferErrc::receiver_failed;
   }
   out = static_cast<TransferStatus>(p[4]);
   return {};
+}
+
+std::size_t reply_length(std::span<const std::byte> in) noexcept {
+  TransferStatus status{};
+  if (decode_reply(in, status) || status == TransferStatus::ok) {
+    return reply_size;
+  }
+  if (in.size() < reply_size + 2) {
+    return reply_size + 2;
+  }
+  const std::size_t length = load16(reinterpret_cast<const unsigned char*>(in.data()) + reply_size);
+  return reply_size + 2 + std::min(length, max_reason_length);
+}
+
+std::string decode_reason(std::span<const std::byte> in) {
+  TransferStatus status{};
+  if (decode_reply(in, status) || status == TransferStatus::ok || in.size() < reply_size + 2) {
+    return {};
+  }
+  const std::size_t length = load16(reinterpret_cast<const unsigned char*>(in.data()) + reply_size);
+  if (length > max_reason_length || in.size() < reply_size + 2 + length) {
+    return {};
+  }
+  std::string reason(reinterpret_cast<const char*>(in.data()) + reply_size + 2, length);
+  for (auto& ch : reason) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      ch = '?';
+    }
+  }
+  return reason;
 }
 
 std::error_code error_for(TransferStatus status) noexcept {
@@ -198,7 +243,8 @@ std::error_code error_for(TransferStatus status) noexcept {
     case TransferStatus::ok: return {};
     case TransferStatus::checksum_mismatch: return TransferErrc::checksum_mismatch;
     case TransferStatus::write_failed: return TransferErrc::receiver_failed;
-    case TransferStatus::refused: return TransferErrc::receiver_failed;
+    case TransferStatus::refused: return TransferErrc::refused;
+    case TransferStatus::timed_out: return TransferErrc::timed_out;
   }
   return TransferErrc::receiver_failed;
 }

@@ -31,7 +31,14 @@
 // consumer can ever turn it into a path step). Reserved bytes and unknown flags are errors rather
 // than ignored, so a future version cannot be misread as this one.
 //
-// Reply: magic "NIOX", status (TransferStatus), 3 reserved bytes (0).
+// Reply: magic "NIOX", status (TransferStatus), 3 reserved bytes (0). A reply other than ok is
+// followed by the receiver's reason, in words for the sender's user:
+//
+//   reason length u16 (0 .. max_reason_length) | reason (UTF-8 text)
+//
+// Receivers that predate the reason close after the 8 bytes, and senders that predate it read
+// only the 8 bytes; so a sender takes the end of the connection before the reason as "no
+// reason", and receivers send it only after a status that is not ok.
 #pragma once
 
 #include <niox/buffer/byte_buffer.hpp>
@@ -69,6 +76,9 @@ enum class TransferErrc {
   checksum_mismatch,
   truncated,
   receiver_failed,
+  no_space,   // the body is larger than the receiver's free disk space
+  timed_out,  // the receiver gave up waiting for the sender
+  refused,    // the receiver refused the header
 };
 
 const std::error_category& transfer_category() noexcept;
@@ -112,7 +122,8 @@ struct HeaderDecodeResult {
 // Decodes a header from the start of `in` (which may hold more, the body's first bytes). Every
 // check that can be made is made as soon as the bytes are there: a wrong magic fails on its
 // first wrong byte, the fixed fields fail before the name is awaited, so a peer can never make
-// the receiver wait for or buffer more than header_size + max_name_length bytes.
+// the receiver wait for or buffer more than header_size + max_name_length bytes. `out` is set
+// once the header is complete; on file_too_large, out.size is the size that was announced.
 HeaderDecodeResult decode_header(std::span<const std::byte> in, TransferHeader& out,
                                  const TransferLimits& limits = {});
 
@@ -121,12 +132,23 @@ enum class TransferStatus : std::uint8_t {
   checksum_mismatch = 1,  // written, but the checksum did not match: removed
   write_failed = 2,       // the receiver could not store the file (no space, I/O error)
   refused = 3,            // the header was refused
+  timed_out = 4,          // the receiver gave up waiting for the sender (older senders: 2's error)
 };
 
-ByteBuffer encode_reply(TransferStatus status);
+// The longest reason a receiver sends (longer ones are cut) and a sender accepts.
+inline constexpr std::size_t max_reason_length = 1024;
+
+// The 8-byte reply and, for a status other than ok, its reason (cut to max_reason_length bytes).
+ByteBuffer encode_reply(TransferStatus status, std::string_view reason = {});
 // Decodes the 8-byte reply. Errors: truncated (fewer than reply_size bytes), bad_magic,
 // reserved_not_zero, and receiver_failed for a status value this version does not know.
 std::error_code decode_reply(std::span<const std::byte> in, TransferStatus& out) noexcept;
+// How many bytes the reply that starts `in` takes, as far as `in` tells: reply_size for an ok
+// or malformed reply, else reply_size + 2 until the reason's length is there, then the whole.
+std::size_t reply_length(std::span<const std::byte> in) noexcept;
+// The reason of a reply other than ok once it is complete in `in`, control bytes replaced by
+// '?' (it is printed on a terminal); empty when there is none, or not all of it arrived.
+std::string decode_reason(std::span<const std::byte> in);
 
 // The error a sender reports for a receiver's non-ok status.
 std::error_code error_for(TransferStatus status) noexcept;

@@ -130,6 +130,9 @@ std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
     TransferHeader h;
     auto r = decode_header(std::span(head_).first(head_len_), h, limits_);
     if (r.status == DecodeStatus::error) {
+      if (r.error == TransferErrc::file_too_large) {
+        header_.size = h.size;  // what was announced, for the message
+      }
       return fail(r.error);
     }
     if (r.status == DecodeStatus::complete) {

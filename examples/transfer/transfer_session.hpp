@@ -87,7 +87,8 @@ class TransferReceiver {
   TransferReceiver(std::string destination, TransferLimits limits = {});
 
   Phase phase() const noexcept { return phase_; }
-  // Valid from the body phase on.
+  // Valid from the body phase on; after a file_too_large refusal, header().size is the size
+  // that was announced.
   const TransferHeader& header() const noexcept { return header_; }
   const std::string& path() const noexcept { return file_.path(); }
 

@@ -63,7 +63,7 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
     }
     auto in = ByteBuffer::wrap(std::span(buf, static_cast<std::size_t>(n)));
     if ((ec = rx.on_header_bytes(in))) {
-      auto reply = encode_reply(TransferStatus::refused);
+      auto reply = encode_reply(TransferStatus::refused, "refused the header: " + ec.message());
       ::send(sock, reply.bytes().data(), reply.remaining(), MSG_NOSIGNAL);
       return TransferStatus::refused;
     }
@@ -92,7 +92,7 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
     rx.on_body_spliced(static_cast<std::uint64_t>(n));
   }
   auto status = rx.finish(ec);
-  auto reply = encode_reply(status);
+  auto reply = encode_reply(status, ec ? ec.message() : std::string());
   ::send(sock, reply.bytes().data(), reply.remaining(), MSG_NOSIGNAL);
   return status;
 }
@@ -197,9 +197,14 @@ TEST_F(LoopbackTransferTest, NotATransferStreamIsRefusedWithAReply) {
   });
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ::send(client, http.data(), http.size(), MSG_NOSIGNAL);
-  std::byte reply[reply_size];
-  ASSERT_EQ(::recv(client, reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(reply_size));
-  EXPECT_EQ(check_reply(reply), TransferErrc::receiver_failed);
+  std::byte reply[reply_size + 2 + 64];
+  ASSERT_EQ(::recv(client, reply, reply_size + 2, MSG_WAITALL), static_cast<ssize_t>(reply_size + 2));
+  EXPECT_EQ(check_reply(reply), TransferErrc::refused);
+  const std::size_t rest = reply_length(std::span(reply).first(reply_size + 2)) - reply_size - 2;
+  ASSERT_LE(rest, 64u);
+  ASSERT_EQ(::recv(client, reply + reply_size + 2, rest, MSG_WAITALL), static_cast<ssize_t>(rest));
+  EXPECT_EQ(decode_reason(std::span(reply).first(reply_size + 2 + rest)),
+            "refused the header: bad magic (not a niox-transfer stream)");
   EXPECT_EQ(receiver.get(), TransferStatus::refused);
   EXPECT_EQ(dst_.list(), Names{});
 }

@@ -84,6 +84,38 @@ std::string header_for(const std::string& name, const std::string& body, std::ui
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
+// What a receiver answered on a raw connection, read until it shut its side down: the 8-byte
+// reply and, after a refusal, the reason that follows it (a big-endian u16 length, then that many
+// bytes of text; see transfer_protocol.hpp).
+struct Answer {
+  bool complete = false;  // a well-formed 8-byte reply arrived
+  xfer::TransferStatus status{};
+  std::string reason;
+};
+
+Answer read_answer(int fd) {
+  timeval tv{20, 0};  // generous: the answers awaited here come within a second
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string raw;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    raw.append(buf, static_cast<std::size_t>(n));
+  }
+  Answer a;
+  if (raw.size() >= xfer::reply_size) {
+    a.complete = !xfer::decode_reply(std::as_bytes(std::span(raw.data(), xfer::reply_size)), a.status);
+  }
+  if (raw.size() >= xfer::reply_size + 2) {
+    const auto length = static_cast<std::size_t>(static_cast<unsigned char>(raw[8]) << 8 |
+                                                 static_cast<unsigned char>(raw[9]));
+    a.reason = raw.substr(xfer::reply_size + 2, length);
+  }
+  return a;
+}
+
 // The exit status of `p`, or nullopt if it still runs after a generous bound (it is then
 // killed, so that reading its stderr cannot block).
 std::optional<int> exit_status(ChildProcess& p) {
@@ -93,13 +125,18 @@ std::optional<int> exit_status(ChildProcess& p) {
   return std::nullopt;
 }
 
-class TransferProgramTest : public ::testing::TestWithParam<Case> {
+// The real receiver, started with the options a test gives (and --port 0 --bind 127.0.0.1).
+class TransferProgramBase : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (auto why = niox::test::backend_skip_reason(GetParam().kind)) GTEST_SKIP() << *why;
-    receiver_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out", out_.str(),
-        "--backend", std::string(niox::to_string(GetParam().kind))});
+  }
+
+  void start_receiver(const std::vector<std::string>& options = {}) {
+    std::vector<std::string> argv{NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1",
+                                  "--out", out_.str(), "--backend", backend()};
+    argv.insert(argv.end(), options.begin(), options.end());
+    receiver_ = std::make_unique<ChildProcess>(argv);
     auto line = receiver_->read_line();
     ASSERT_TRUE(line) << "no start-up line; stderr: " << receiver_->read_stderr();
     auto colon = line->find("127.0.0.1:");
@@ -110,14 +147,29 @@ class TransferProgramTest : public ::testing::TestWithParam<Case> {
   std::unique_ptr<ChildProcess> sender(const std::string& file) {
     return std::make_unique<ChildProcess>(std::vector<std::string>{
         NIOX_TRANSFER_PROGRAM, "send", file, "--to", "127.0.0.1:" + std::to_string(port_),
-        "--backend", std::string(niox::to_string(GetParam().kind))});
+        "--backend", backend()});
   }
+
+  std::string backend() const { return std::string(niox::to_string(GetParam().kind)); }
 
   TempDir in_;
   TempDir out_;
   std::unique_ptr<ChildProcess> receiver_;
   std::uint16_t port_ = 0;
 };
+
+// The receiver with its default options, started before each test.
+class TransferProgramTest : public TransferProgramBase {
+ protected:
+  void SetUp() override {
+    TransferProgramBase::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_NO_FATAL_FAILURE(start_receiver());
+  }
+};
+
+// Each test starts the receiver with the options it is about.
+class TransferReceiverOptionsTest : public TransferProgramBase {};
 
 TEST_P(TransferProgramTest, VerifiedTransfer) {
   auto body = pattern(5 * 1024 * 1024 + 123, 1);
@@ -169,22 +221,15 @@ TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   EXPECT_TRUE(send_all(fd, header_for("flip.bin", body, checksum) + body));
-  char reply[xfer::reply_size];
-  std::size_t got = 0;
-  ssize_t n;
-  while (got < sizeof reply) {
-    n = ::recv(fd, reply + got, sizeof reply - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  int recv_errno = errno;
+  auto answer = read_answer(fd);
   ::close(fd);
-  ASSERT_EQ(got, sizeof reply) << "errno " << recv_errno << "; receiver: " << receiver_->read_stderr();
-  xfer::TransferStatus status{};
-  EXPECT_FALSE(xfer::decode_reply(std::as_bytes(std::span(reply)), status));
-  EXPECT_EQ(status, xfer::TransferStatus::checksum_mismatch);
-  EXPECT_EQ(receiver_->wait(), 1);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::checksum_mismatch);
+  // The sender is told why, in the receiver's words.
+  EXPECT_NE(answer.reason.find("checksum mismatch"), std::string::npos) << answer.reason;
+  EXPECT_EQ(rc, 1) << said;
   EXPECT_TRUE(out_.list().empty());
 }
 
@@ -235,14 +280,16 @@ TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
   ASSERT_EQ(::prlimit(receiver_->pid(), RLIMIT_FSIZE, &lim, nullptr), 0);
   in_.write("large.bin", pattern(3 * 1024 * 1024, 5));
   auto s = sender(in_ / "large.bin");
-  EXPECT_EQ(s->wait(), 1);
+  EXPECT_EQ(exit_status(*s), 1);
   // The receiver gives up at the header, before any body byte is stored, while the sender is
   // already sending: its lingering close makes sure the sender reads the verdict instead of a
-  // reset.
+  // reset. The sender prints the receiver's reason.
   auto err = s->read_stderr();
-  EXPECT_NE(err.find("did not store"), std::string::npos) << err;
-  EXPECT_EQ(receiver_->wait(), 1);
+  EXPECT_NE(err.find("did not store the file: no room for 3145728 bytes"), std::string::npos) << err;
+  EXPECT_EQ(err.find("could not store"), std::string::npos) << err;
+  auto rc = exit_status(*receiver_);
   auto said = receiver_->read_stderr();
+  EXPECT_EQ(rc, 1) << said;
   EXPECT_NE(said.find("no room for 3145728 bytes"), std::string::npos) << said;
   EXPECT_TRUE(out_.list().empty());
 }
@@ -251,6 +298,26 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransferProgramTest,
                          ::testing::Values(Case{BackendKind::io_uring, "io_uring"},
                                            Case{BackendKind::epoll, "epoll"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(Backends, TransferReceiverOptionsTest,
+                         ::testing::Values(Case{BackendKind::io_uring, "io_uring"},
+                                           Case{BackendKind::epoll, "epoll"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The real sender prints what the receiver said, not a generic failure.
+TEST_P(TransferReceiverOptionsTest, SenderPrintsTheReceiversReason) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver({"--max-size", "1000"}));
+  in_.write("large.bin", pattern(3 * 1024 * 1024, 8));
+  auto s = sender(in_ / "large.bin");
+  EXPECT_EQ(exit_status(*s), 1);
+  auto err = s->read_stderr();
+  EXPECT_NE(err.find("the receiver did not store the file: "), std::string::npos) << err;
+  EXPECT_NE(err.find("3145728 bytes"), std::string::npos) << err;
+  EXPECT_NE(err.find("larger than the receiver accepts (--max-size 1000)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("could not store"), std::string::npos) << err;
+  EXPECT_EQ(exit_status(*receiver_), 1);
+  EXPECT_TRUE(out_.list().empty());
+}
 
 // --out in a directory that does not exist is refused before the receiver listens, not when a
 // transfer arrives.

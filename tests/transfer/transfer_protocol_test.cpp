@@ -202,16 +202,21 @@ TEST(TransferProtocol, LimitsApplyToDecodeAndEncode) {
 
 TEST(TransferProtocol, Replies) {
   for (auto s : {TransferStatus::ok, TransferStatus::checksum_mismatch, TransferStatus::write_failed,
-                 TransferStatus::refused}) {
+                 TransferStatus::refused, TransferStatus::timed_out}) {
     auto b = bytes_of(encode_reply(s));
-    ASSERT_EQ(b.size(), reply_size);
+    // Only a reply other than ok has a reason after it (here an empty one: its length, 0).
+    ASSERT_EQ(b.size(), s == TransferStatus::ok ? reply_size : reply_size + 2);
+    EXPECT_EQ(reply_length(b), b.size());
     TransferStatus out{};
     EXPECT_FALSE(decode_reply(b, out));
     EXPECT_EQ(out, s);
+    EXPECT_EQ(decode_reason(b), "");
   }
   EXPECT_FALSE(error_for(TransferStatus::ok));
   EXPECT_EQ(error_for(TransferStatus::checksum_mismatch), TransferErrc::checksum_mismatch);
   EXPECT_EQ(error_for(TransferStatus::write_failed), TransferErrc::receiver_failed);
+  EXPECT_EQ(error_for(TransferStatus::refused), TransferErrc::refused);
+  EXPECT_EQ(error_for(TransferStatus::timed_out), TransferErrc::timed_out);
   auto b = bytes_of(encode_reply(TransferStatus::ok));
   TransferStatus out{};
   EXPECT_EQ(decode_reply(std::span(b).first(7), out), TransferErrc::truncated);
@@ -224,9 +229,38 @@ TEST(TransferProtocol, Replies) {
   EXPECT_EQ(decode_reply(b, out), TransferErrc::bad_magic);
 }
 
+TEST(TransferProtocol, RefusalsCarryTheReceiversReason) {
+  auto b = bytes_of(encode_reply(TransferStatus::write_failed, "no room for 3145728 bytes"));
+  ASSERT_EQ(b.size(), reply_size + 2 + 25);
+  // The 8 bytes are what older senders read: unchanged, reserved bytes zero.
+  EXPECT_EQ(static_cast<unsigned char>(b[4]), 2);
+  for (std::size_t i = 5; i < reply_size; ++i) EXPECT_EQ(static_cast<unsigned char>(b[i]), 0u) << i;
+  EXPECT_EQ(static_cast<unsigned char>(b[8]), 0);  // length, big-endian
+  EXPECT_EQ(static_cast<unsigned char>(b[9]), 25);
+  EXPECT_EQ(decode_reason(b), "no room for 3145728 bytes");
+  // Arriving piece by piece: the length says how much is still to come.
+  EXPECT_EQ(reply_length(std::span(b).first(3)), reply_size);
+  EXPECT_EQ(reply_length(std::span(b).first(reply_size)), reply_size + 2);
+  EXPECT_EQ(reply_length(std::span(b).first(reply_size + 2)), b.size());
+  EXPECT_EQ(decode_reason(std::span(b).first(b.size() - 1)), "");  // not all there
+  // A receiver that predates the reason: 8 bytes, then the end of the connection.
+  EXPECT_EQ(decode_reason(std::span(b).first(reply_size)), "");
+  // An ok reply has no reason, whatever the receiver passed.
+  EXPECT_EQ(bytes_of(encode_reply(TransferStatus::ok, "ignored")).size(), reply_size);
+  // Control bytes (terminal escapes) never reach the sender's terminal; long reasons are cut.
+  EXPECT_EQ(decode_reason(bytes_of(encode_reply(TransferStatus::refused, "a\x1b[2Jb\nc"))), "a?[2Jb?c");
+  auto longest = bytes_of(encode_reply(TransferStatus::refused, std::string(5000, 'x')));
+  EXPECT_EQ(longest.size(), reply_size + 2 + max_reason_length);
+  EXPECT_EQ(decode_reason(longest), std::string(max_reason_length, 'x'));
+  // A length beyond the maximum is not waited for, and gives no reason.
+  longest[8] = std::byte{0xff};
+  EXPECT_EQ(reply_length(longest), reply_size + 2 + max_reason_length);
+  EXPECT_EQ(decode_reason(longest), "");
+}
+
 TEST(TransferProtocol, ErrorMessagesAreReadable) {
   EXPECT_EQ(make_error_code(TransferErrc::bad_magic).message(), "bad magic (not a niox-transfer stream)");
-  for (int e = 1; e <= static_cast<int>(TransferErrc::receiver_failed); ++e) {
+  for (int e = 1; e <= static_cast<int>(TransferErrc::refused); ++e) {
     EXPECT_NE(transfer_category().message(e).find_first_not_of(' '), std::string::npos);
     EXPECT_EQ(transfer_category().message(e).find("unknown niox"), std::string::npos) << e;
   }

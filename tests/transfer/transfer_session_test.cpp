@@ -270,6 +270,24 @@ TEST_F(TransferSessionTest, OversizedFileIsRefusedBeforeAnyBody) {
   EXPECT_EQ(dst_.list(), Names{});
 }
 
+// The header's bytes for a body of `size` (nothing is read: the body never comes).
+ByteBuffer header_announcing(std::uint64_t size, const TransferLimits& limits) {
+  TransferHeader h;
+  h.name = "big.bin";
+  h.size = size;
+  h.checksum_trailer = true;
+  return encode_header(h, limits);
+}
+
+TEST_F(TransferSessionTest, OversizedHeaderKeepsTheAnnouncedSizeForTheMessage) {
+  TransferLimits small;
+  small.max_file_size = 1000;
+  TransferReceiver rx(dst_.str(), small);
+  auto head = header_announcing(5000, {});
+  EXPECT_EQ(rx.on_header_bytes(head), TransferErrc::file_too_large);
+  EXPECT_EQ(rx.header().size, 5000u);
+}
+
 TEST_F(TransferSessionTest, BytesBeyondTheBodyAreLeftInTheBuffer) {
   auto bytes = stream() + "EXTRA";
   TransferReceiver rx(dst_ / "copy.bin");
