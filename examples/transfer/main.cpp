@@ -9,8 +9,8 @@
 // the file only once verified) is TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
-// 2 usage error (or recv's --out directory missing). Whenever the receiver refuses, it tells the
-// sender why, and both print it.
+// 2 usage error (or recv's --out directory missing); recv also 5 no room for the file on its
+// disk. Whenever the receiver refuses, it tells the sender why, and both print it.
 #include "command_line.hpp"
 #include "output_file.hpp"
 #include "progress_reporter.hpp"
@@ -45,7 +45,21 @@ constexpr std::size_t chunk = 1 << 20;  // per transfer_to/splice: progress gran
 // sends, so that its verdict is read rather than cut off by a reset. See Receiver::reply.
 constexpr std::chrono::seconds linger_time{5};
 
-[[noreturn]] void die(const std::string& what, int status = 1) {
+// Exit statuses (see --help).
+enum : int {
+  exit_ok = 0,
+  exit_failed = 1,
+  exit_usage = 2,
+  exit_no_room = 5,         // recv: the file does not fit on the receiver's disk
+};
+
+// The disk (or the process's file size limit) has no room for the file.
+bool no_room(std::error_code ec) {
+  return ec == TransferErrc::no_space || ec == std::errc::no_space_on_device ||
+         ec == std::errc::file_too_large || ec == std::error_code(EDQUOT, std::system_category());
+}
+
+[[noreturn]] void die(const std::string& what, int status = exit_failed) {
   std::cerr << "niox-transfer: " << what << "\n";
   std::exit(status);
 }
@@ -197,7 +211,6 @@ class Sender {
       finish(1);
       return;
     }
-
     if (!body_done_) {
       if (body_error_) {
         finish(fail(body_error_, "sending the body"));
@@ -280,9 +293,9 @@ class Receiver {
       if (::fcntl(pipe_w_, F_SETPIPE_SZ, size) >= 0) break;
     }
     loop_.accept(listen_fd_, [this](std::error_code ec, int fd) {
-      if (stopped_) return;
+      if (ending_) return;
       if (ec) {
-        finish(fail(ec, "accept"));
+        finish(report(exit_failed, "accept: " + ec.message()));
         return;
       }
       fd_ = fd;
@@ -301,15 +314,16 @@ class Receiver {
  private:
   void read_header() {
     loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      if (stopped_) return;
+      if (ending_) return;
       if (ec || n == 0) {
         rx_.abort();
-        finish(fail(ec ? ec : make_error_code(TransferErrc::truncated), "reading the header"));
+        finish(report(exit_failed, "reading the header: " +
+                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
         return;
       }
       b.flip();
       if (auto e = rx_.on_header_bytes(b)) {
-        refuse(TransferStatus::refused, "refused the header: " + header_problem(e));
+        give_up(TransferStatus::refused, exit_failed, "refused the header: " + header_problem(e));
         return;
       }
       if (rx_.phase() == TransferReceiver::Phase::header) {
@@ -318,11 +332,12 @@ class Receiver {
       }
       progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
       if (auto e = rx_.reserve_body()) {
-        refuse(TransferStatus::write_failed, "no room for " + std::to_string(rx_.header().size) + " bytes: " + e.message());
+        refuse_reservation(e);
         return;
       }
       if (auto e = rx_.on_body_bytes(b)) {
-        refuse(TransferStatus::write_failed, "writing the file: " + e.message());
+        give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
+                "writing the file: " + e.message());
         return;
       }
       rx_.on_trailer_bytes(b);
@@ -341,15 +356,19 @@ class Receiver {
       }
       return;
     }
+    if (auto e = rx_.reserve_body()) {
+      refuse_reservation(e);
+      return;
+    }
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
     loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
-      if (stopped_) return;
+      if (ending_) return;
       if (ec || n == 0) {
         // The sender went away (or the stream broke) before the whole body arrived.
         rx_.abort();
-        finish(fail(ec ? ec : make_error_code(TransferErrc::truncated),
-                    "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
-                        std::to_string(rx_.header().size) + " bytes"));
+        finish(report(exit_failed, "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
+                                       std::to_string(rx_.header().size) + " bytes: " +
+                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
         return;
       }
       drain_pipe(n);
@@ -359,10 +378,11 @@ class Receiver {
   void drain_pipe(std::size_t left) {
     loop_.splice(pipe_r_, -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
                  [this, left](std::error_code ec, std::size_t n) {
-                   if (stopped_) return;
+                   if (ending_) return;
                    if (ec || n == 0) {
-                     refuse(TransferStatus::write_failed,
-                            "writing the file: " + (ec ? ec : std::make_error_code(std::errc::io_error)).message());
+                     if (!ec) ec = std::make_error_code(std::errc::io_error);
+                     give_up(TransferStatus::write_failed, no_room(ec) ? exit_no_room : exit_failed,
+                             "writing the file: " + ec.message());
                      return;
                    }
                    rx_.on_body_spliced(n);
@@ -377,7 +397,8 @@ class Receiver {
                      std::error_code hash_ec;
                      rx_.hash_received(SIZE_MAX, hash_ec);
                      if (hash_ec) {
-                       refuse(TransferStatus::write_failed, "reading back the file: " + hash_ec.message());
+                       give_up(TransferStatus::write_failed, exit_failed,
+                               "reading back the file: " + hash_ec.message());
                        return;
                      }
                    }
@@ -387,37 +408,38 @@ class Receiver {
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()),
-               [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-                 if (stopped_) return;
-                 if (ec || n == 0) {
-                   rx_.abort();
-                   finish(fail(ec ? ec : make_error_code(TransferErrc::truncated),
-                               "reading the checksum after the body"));
-                   return;
-                 }
-                 b.flip();
-                 rx_.on_trailer_bytes(b);
-                 if (rx_.phase() == TransferReceiver::Phase::trailer) {
-                   read_trailer();
-                 } else {
-                   verify();
-                 }
-               });
+    loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      if (ending_) return;
+      if (ec || n == 0) {
+        rx_.abort();
+        finish(report(exit_failed, "reading the checksum after the body: " +
+                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+        return;
+      }
+      b.flip();
+      rx_.on_trailer_bytes(b);
+      if (rx_.phase() == TransferReceiver::Phase::trailer) {
+        read_trailer();
+      } else {
+        verify();
+      }
+    });
   }
 
   void verify() {
     progress_->finish();
     std::error_code ec;
     TransferStatus status = rx_.finish(ec);
-    reply(status, status == TransferStatus::ok ? std::string() : ec.message(), [this, ec, status] {
-      if (status != TransferStatus::ok) {
-        finish(fail(ec, "the file was not stored"));
-      } else {
-        std::cerr << "niox-transfer: received " << rx_.path() << " (" << rx_.header().size
-                  << " bytes, checksum verified)\n";
-        finish(0);
-      }
+    if (status != TransferStatus::ok) {
+      if (!ec) ec = make_error_code(TransferErrc::receiver_failed);
+      give_up(status, no_room(ec) ? exit_no_room : exit_failed, ec.message(), "the file was not stored");
+      return;
+    }
+    ending_ = true;
+    reply(status, {}, [this] {
+      std::cerr << "niox-transfer: received " << rx_.path() << " (" << rx_.header().size
+                << " bytes, checksum verified)\n";
+      finish(exit_ok);
     });
   }
 
@@ -430,10 +452,26 @@ class Receiver {
     return e.message();
   }
 
-  // Tells the sender why (`reason`, printed here too), removes whatever was written, and fails.
-  void refuse(TransferStatus status, const std::string& reason) {
+  void refuse_reservation(std::error_code e) {
+    const std::uint64_t size = rx_.header().size;
+    if (e == TransferErrc::no_space) {
+      give_up(TransferStatus::write_failed, exit_no_room,
+              "not enough space for " + std::to_string(size) + " bytes (" + format_bytes(size) +
+                  "): the receiver's file system has " + format_bytes(rx_.available_space()) + " free");
+      return;
+    }
+    std::string where = rx_.body_offset() == 0 ? "" : " (after " + std::to_string(rx_.body_offset()) + " arrived)";
+    give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
+            "no room for " + std::to_string(size) + " bytes" + where + ": " + e.message());
+  }
+
+  // The transfer is over without a file: removes what was written, says why (here, and to the
+  // sender, with `status`), then exits with `exit_status`. `context` prefixes only the local line.
+  void give_up(TransferStatus status, int exit_status, const std::string& reason, const std::string& context = {}) {
+    ending_ = true;
     rx_.abort();
-    reply(status, reason, [this, reason] { finish(fail({}, reason)); });
+    report(exit_status, context.empty() ? reason : context + ": " + reason);
+    reply(status, reason, [this, exit_status] { finish(exit_status); });
   }
 
   // Sends the verdict (and, when it is not ok, the reason). A refusal is followed by a lingering
@@ -477,13 +515,15 @@ class Receiver {
     after_linger_();
   }
 
-  int fail(std::error_code ec, const std::string& what) {
+  // Prints `what` (the progress line cleared first) and returns `exit_status`.
+  int report(int exit_status, const std::string& what) {
     if (progress_) progress_->abandon();
-    std::cerr << "niox-transfer: " << what << (ec ? ": " + ec.message() : std::string()) << "\n";
-    return 1;
+    std::cerr << "niox-transfer: " << what << "\n";
+    return exit_status;
   }
 
   void finish(int status) {
+    ending_ = true;
     stopped_ = true;
     status_ = status;
     loop_.stop();
@@ -497,8 +537,9 @@ class Receiver {
   int fd_ = -1;
   int pipe_r_ = -1;
   int pipe_w_ = -1;
-  int status_ = 1;
-  bool stopped_ = false;
+  int status_ = exit_failed;
+  bool ending_ = false;   // the transfer is over (refused, failed or verified): its handlers stop
+  bool stopped_ = false;  // the loop is stopping
   bool lingering_ = false;
   std::function<void()> after_linger_;
   OperationHandle linger_timer_;
@@ -507,13 +548,13 @@ class Receiver {
 
 int run_recv(const TransferOptions& o) {
   if (auto problem = OutputFile::destination_problem(o.out); !problem.empty()) {
-    die("--out '" + o.out + "': " + problem, 2);
+    die("--out '" + o.out + "': " + problem, exit_usage);
   }
   SocketAddress where;
   try {
     where = InetSocketAddress(o.bind, o.port);
   } catch (const std::exception& e) {
-    die("bad --bind address '" + o.bind + "': " + e.what(), 2);
+    die("bad --bind address '" + o.bind + "': " + e.what(), exit_usage);
   }
   sockaddr_storage native{};
   socklen_t native_len = where.to_native(native);

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace niox::transfer {
@@ -132,21 +133,31 @@ std::string OutputFile::destination_problem(const std::string& destination) {
   return {};
 }
 
-std::error_code OutputFile::reserve(std::uint64_t size) noexcept {
+std::error_code OutputFile::reserve(std::uint64_t offset, std::uint64_t length) noexcept {
   if (fd_ < 0) {
     return std::make_error_code(std::errc::bad_file_descriptor);
   }
-  if (size == 0) {
+  if (length == 0) {
     return {};
   }
   int rc;
   do {
-    rc = ::fallocate(fd_, 0, 0, static_cast<off_t>(size));
+    rc = ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
   } while (rc != 0 && errno == EINTR);
   if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
     return {errno, std::system_category()};
   }
   return {};
+}
+
+std::uint64_t OutputFile::available_space(std::error_code& ec) const noexcept {
+  ec.clear();
+  struct statvfs v {};
+  if (::fstatvfs(fd_, &v) != 0) {
+    ec.assign(errno, std::system_category());
+    return 0;
+  }
+  return static_cast<std::uint64_t>(v.f_bavail) * v.f_frsize;
 }
 
 void OutputFile::commit(std::error_code& ec) {

@@ -12,6 +12,7 @@
 // durability against power loss is the caller's choice (fsync(fd()) first).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -47,11 +48,13 @@ class OutputFile {
   const std::string& path() const noexcept { return final_path_; }
   bool is_nameless() const noexcept { return temp_path_.empty(); }
 
-  // Allocates `size` bytes for the file now (fallocate; the file's size becomes `size`), so that
-  // a disk without room fails at once (ENOSPC, or EFBIG past RLIMIT_FSIZE) instead of part way,
-  // and the file system allocates the whole extent at once instead of a block at a time as
-  // pages are written. A file system without fallocate is not an error.
-  std::error_code reserve(std::uint64_t size) noexcept;
+  // Allocates [offset, offset + length) of the file now (fallocate; the file grows to cover
+  // it), so that a disk without room fails at once (ENOSPC, or EFBIG past RLIMIT_FSIZE) instead
+  // of part way through, and the file system allocates large extents instead of a block at a
+  // time as pages are written. A file system without fallocate is not an error.
+  std::error_code reserve(std::uint64_t offset, std::uint64_t length) noexcept;
+  // The bytes an unprivileged writer may still allocate on the file's file system (fstatvfs).
+  std::uint64_t available_space(std::error_code& ec) const noexcept;
   // Gives the file its final name and closes it.
   void commit(std::error_code& ec);
   // Removes every trace of the file. Idempotent.

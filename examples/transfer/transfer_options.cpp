@@ -53,7 +53,8 @@ std::string transfer_usage() {
          "  --port P           port to listen on (recv)\n"
          "  --bind ADDR        address to listen on (recv, default: 0.0.0.0)\n"
          "  --out PATH         where to store the file (recv); its directory must exist\n"
-         "  --max-size BYTES   largest file accepted (recv, default: 1 TiB)\n"
+         "  --max-size BYTES   largest file accepted (recv, default: 1 TiB); a file larger\n"
+         "                     than the free disk space is refused too\n"
          "  --to HOST:PORT     receiver to send to (send); IPv6 as [addr]:port\n"
          "  --backend B        auto, io_uring or epoll (default: auto)\n"
          "  --help             show this text\n"
@@ -61,7 +62,7 @@ std::string transfer_usage() {
          "A progress bar with rate and ETA is shown when stderr is a terminal. When the receiver\n"
          "refuses or fails, both ends print its reason.\n"
          "Exit status: 0 on a verified transfer, 1 on a failed one, 2 on a usage error (or a\n"
-         "missing --out directory).\n";
+         "missing --out directory); recv also: 5 no room for the file on the receiver's disk.\n";
 }
 
 std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_view> args,

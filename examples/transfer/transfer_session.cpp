@@ -161,9 +161,24 @@ std::error_code TransferReceiver::reserve_body() {
   if (phase_ != Phase::body && phase_ != Phase::trailer) {
     return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted) : std::error_code{};
   }
-  if (auto ec = file_.reserve(header_.size)) {
+  if (!space_checked_) {
+    space_checked_ = true;
+    std::error_code ec;
+    available_ = file_.available_space(ec);
+    // A file system that cannot say is not refused here: reserving will tell.
+    if (!ec && header_.size > available_) {
+      return fail(TransferErrc::no_space);
+    }
+  }
+  const std::uint64_t ahead = reserved_ > received_ ? reserved_ - received_ : 0;
+  if (reserved_ >= header_.size || ahead >= reserve_step / 2) {
+    return {};
+  }
+  const std::uint64_t to = std::min(header_.size, received_ + reserve_step);
+  if (auto ec = file_.reserve(reserved_, to - reserved_)) {
     return fail(ec);
   }
+  reserved_ = to;
   return {};
 }
 

@@ -13,9 +13,12 @@
 // Receiver:
 //   TransferReceiver rx(out_path, limits);
 //   while (rx.phase() == Phase::header) { read into buf; rx.on_header_bytes(buf); }
-//   rx.reserve_body();                             // the body's size on disk now: no room fails here
+//   rx.reserve_body();                             // no room for the body fails here; disk for its first part
 //   rx.on_body_bytes(buf);                         // body bytes that came with the header
-//   while (rx.body_remaining() > 0) { n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n); }
+//   while (rx.body_remaining() > 0) {
+//     rx.reserve_body();                           // the next part, a step ahead of what arrived
+//     n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n);
+//   }
 //   while (rx.phase() == Phase::trailer) { read rx.trailer_missing() bytes; rx.on_trailer_bytes(buf); }
 //   write(encode_reply(rx.finish(ec)));            // verifies, then names or removes the file
 //   (peer gone, or any error: rx.abort())          // the partial file is removed
@@ -78,6 +81,10 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
 // The receiver's reply as the sender's result: empty when the file was stored and verified.
 std::error_code check_reply(std::span<const std::byte> reply) noexcept;
 
+// How far ahead of the body bytes that arrived the receiver reserves disk (reserve_body): a
+// sender can make it hold at most this much more than it sent.
+inline constexpr std::uint64_t reserve_step = std::uint64_t{64} << 20;
+
 class TransferReceiver {
  public:
   // trailer: the body is complete, the checksum trailer (flag_checksum_trailer) is awaited.
@@ -90,6 +97,8 @@ class TransferReceiver {
   // Valid from the body phase on; after a file_too_large refusal, header().size is the size
   // that was announced.
   const TransferHeader& header() const noexcept { return header_; }
+  // Header phase: the bytes of header and name received so far.
+  std::size_t header_bytes_received() const noexcept { return head_len_; }
   const std::string& path() const noexcept { return file_.path(); }
 
   // Header phase: takes bytes from `in` (advancing it) until the header and name are complete,
@@ -98,10 +107,18 @@ class TransferReceiver {
   // header, the file cannot be created) moves to the failed phase.
   std::error_code on_header_bytes(ByteBuffer& in);
 
-  // Body phase, before the first body byte: reserves the body's size on disk
-  // (OutputFile::reserve), so that no room for it fails the transfer now, not part way. An
-  // error moves to the failed phase (file removed).
+  // Body phase: keeps disk reserved (OutputFile::reserve) ahead of what arrived. The first call,
+  // before the first body byte, refuses a body larger than the free space of the output file
+  // system (TransferErrc::no_space; available_space() says how much there was). Every call
+  // then reserves up to reserve_step bytes beyond body_offset() (at most to the body's end)
+  // once less than half of that is left, so that no room fails now rather than part way, and
+  // a sender that announces much and sends little holds little. Cheap when nothing is due:
+  // call it before each piece is written. An error (no_space, ENOSPC, EFBIG) moves to the
+  // failed phase (file removed).
   std::error_code reserve_body();
+  std::uint64_t bytes_reserved() const noexcept { return reserved_; }
+  // The free space the first reserve_body() found (0 before it, or if the file system did not say).
+  std::uint64_t available_space() const noexcept { return available_; }
 
   // Body phase: writes body bytes that arrived in memory at body_offset(), up to
   // body_remaining() (advancing `in` by what was used; anything beyond the body is left).
@@ -144,6 +161,9 @@ class TransferReceiver {
   TransferHeader header_;
   OutputFile file_;
   std::uint64_t received_ = 0;
+  std::uint64_t reserved_ = 0;   // [0, reserved_) allocated by reserve_body()
+  bool space_checked_ = false;
+  std::uint64_t available_ = 0;
   std::array<std::byte, trailer_size> trailer_{};
   std::size_t trailer_len_ = 0;
   Checksum hash_;              // over [0, hashed_) of the body, read back from the file

@@ -76,6 +76,7 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
   EXPECT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
   Fd pr(pipe_fds[0]), pw(pipe_fds[1]);
   while (rx.body_remaining() > 0) {
+    if ((ec = rx.reserve_body())) return TransferStatus::write_failed;
     auto want = static_cast<std::size_t>(std::min<std::uint64_t>(rx.body_remaining(), 1 << 20));
     ssize_t n = ::splice(sock, nullptr, pw.fd, nullptr, want, SPLICE_F_MOVE);
     if (n <= 0) break;  // the sender went away: finish() reports the truncation

@@ -89,6 +89,23 @@ TEST_P(OutputFileTest, MissingDirectoryIsAnError) {
   EXPECT_EQ(f.fd(), -1);
 }
 
+TEST_P(OutputFileTest, ReservesTheRangeItIsAskedFor) {
+  auto f = create(dir_ / "out.bin");
+  ASSERT_FALSE(f.reserve(0, 1 << 20));
+  struct stat st {};
+  ASSERT_EQ(::fstat(f.fd(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  const auto first = st.st_blocks;
+  EXPECT_GE(first * 512, 1 << 20);
+  ASSERT_FALSE(f.reserve(1 << 20, 1 << 20));  // the next range
+  ASSERT_EQ(::fstat(f.fd(), &st), 0);
+  EXPECT_EQ(st.st_size, 2 << 20);
+  EXPECT_GE((st.st_blocks - first) * 512, 1 << 20);
+  std::error_code ec;
+  EXPECT_GT(f.available_space(ec), 0u);
+  EXPECT_FALSE(ec) << ec.message();
+}
+
 TEST(OutputFileDestination, ProblemsAreNamedBeforeAnyFileIsMade) {
   testing::TempDir dir;
   EXPECT_EQ(OutputFile::destination_problem(dir.str()), "");

@@ -8,16 +8,20 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -123,6 +127,30 @@ std::optional<int> exit_status(ChildProcess& p) {
   p.signal(SIGKILL);
   p.wait();
   return std::nullopt;
+}
+
+std::string as_string(const niox::ByteBuffer& b) {
+  auto bytes = b.bytes();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// The /proc path of a descriptor through which `pid` holds a file in `dir`: the receiver's
+// nameless O_TMPFILE shows there as "DIR/#INODE (deleted)" (a temporary name otherwise).
+std::optional<std::string> open_file_in(pid_t pid, const std::string& dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    std::error_code link_ec;
+    auto target = std::filesystem::read_symlink(it->path(), link_ec);
+    if (!link_ec && target.string().starts_with(dir + "/")) return it->path().string();
+  }
+  return std::nullopt;
+}
+
+std::uint64_t free_space(const std::string& dir) {
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return 0;
+  return static_cast<std::uint64_t>(v.f_bavail) * v.f_frsize;
 }
 
 // The real receiver, started with the options a test gives (and --port 0 --bind 127.0.0.1).
@@ -289,8 +317,46 @@ TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
   EXPECT_EQ(err.find("could not store"), std::string::npos) << err;
   auto rc = exit_status(*receiver_);
   auto said = receiver_->read_stderr();
-  EXPECT_EQ(rc, 1) << said;
+  EXPECT_EQ(rc, 5) << said;  // no room
   EXPECT_NE(said.find("no room for 3145728 bytes"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
+
+// A body announced large and then stalled: the receiver has reserved disk for what arrived and
+// a bounded step ahead of it (64 MiB), not for the whole announced size.
+TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
+  const std::uint64_t announced = std::min<std::uint64_t>(free_space(out_.str()) / 4, std::uint64_t{4} << 30);
+  if (announced < (std::uint64_t{1} << 30)) GTEST_SKIP() << "needs 4 GiB free on the test file system";
+  const auto first = pattern(1 << 20, 7);
+  xfer::TransferHeader h;
+  h.name = "huge.bin";
+  h.size = announced;
+  h.checksum_trailer = true;
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + first));
+  // Wait (bounded) until what was sent is in the receiver's file: whatever the receiver reserves
+  // before writing those bytes, it has reserved by then.
+  std::optional<std::string> file;
+  bool landed = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       !landed && std::chrono::steady_clock::now() < deadline;) {
+    file = open_file_in(receiver_->pid(), out_.str());
+    if (int f = file ? ::open(file->c_str(), O_RDONLY | O_CLOEXEC) : -1; f >= 0) {
+      std::string back(first.size(), '\0');
+      landed = ::pread(f, back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()) && back == first;
+      ::close(f);
+    }
+    if (!landed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(landed) << "the first MiB never appeared in the receiver's file";
+  struct stat st {};
+  ASSERT_EQ(::stat(file->c_str(), &st), 0);
+  const auto reserved = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  EXPECT_LE(reserved, first.size() + (std::uint64_t{128} << 20))
+      << reserved << " bytes reserved for " << first.size() << " received of " << announced << " announced";
+  ::close(fd);
+  EXPECT_EQ(exit_status(*receiver_), 1);
   EXPECT_TRUE(out_.list().empty());
 }
 
@@ -303,6 +369,33 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransferReceiverOptionsTest,
                          ::testing::Values(Case{BackendKind::io_uring, "io_uring"},
                                            Case{BackendKind::epoll, "epoll"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// More than the output file system has free (1 PiB) under a --max-size that allows it: refused
+// as soon as the header is in, with the reason sent back, a status of its own, nothing kept.
+TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefusedAtOnce) {
+  const std::uint64_t pebibyte = std::uint64_t{1} << 50;
+  if (free_space(out_.str()) >= pebibyte) GTEST_SKIP() << "a file system with a PiB free";
+  ASSERT_NO_FATAL_FAILURE(start_receiver({"--max-size", std::to_string(std::uint64_t{1} << 62)}));
+  xfer::TransferHeader h;
+  h.name = "huge.bin";
+  h.size = pebibyte;
+  h.checksum_trailer = true;
+  xfer::TransferLimits high;
+  high.max_file_size = std::uint64_t{1} << 62;
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h, high))));  // and no body byte
+  auto answer = read_answer(fd);
+  ::close(fd);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::write_failed);
+  EXPECT_NE(answer.reason.find("free"), std::string::npos) << answer.reason;
+  EXPECT_EQ(rc, 5) << said;
+  EXPECT_NE(said.find("not enough space for 1125899906842624 bytes"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
 
 // The real sender prints what the receiver said, not a generic failure.
 TEST_P(TransferReceiverOptionsTest, SenderPrintsTheReceiversReason) {

@@ -279,6 +279,48 @@ ByteBuffer header_announcing(std::uint64_t size, const TransferLimits& limits) {
   return encode_header(h, limits);
 }
 
+TEST_F(TransferSessionTest, DiskIsReservedAStepAheadOfWhatArrived) {
+  const std::uint64_t size = 4 * reserve_step + 12345;
+  TransferReceiver rx(dst_.str());
+  auto head = header_announcing(size, {});
+  ASSERT_FALSE(rx.on_header_bytes(head));
+  ASSERT_FALSE(rx.reserve_body());
+  EXPECT_EQ(rx.bytes_reserved(), reserve_step);
+  EXPECT_GE(rx.available_space(), reserve_step);
+  struct stat st {};
+  ASSERT_EQ(::fstat(rx.fd(), &st), 0);
+  EXPECT_LE(static_cast<std::uint64_t>(st.st_blocks) * 512, reserve_step + (1 << 20));
+  // Nothing is due while at least half a step is reserved ahead of what arrived.
+  rx.on_body_spliced(reserve_step / 2);
+  ASSERT_FALSE(rx.reserve_body());
+  EXPECT_EQ(rx.bytes_reserved(), reserve_step);
+  rx.on_body_spliced(1);
+  ASSERT_FALSE(rx.reserve_body());
+  EXPECT_EQ(rx.bytes_reserved(), reserve_step / 2 + 1 + reserve_step);
+  // Never past the end of the body.
+  rx.on_body_spliced(size - rx.body_offset() - 10);
+  ASSERT_FALSE(rx.reserve_body());
+  EXPECT_EQ(rx.bytes_reserved(), size);
+  rx.abort();
+  EXPECT_EQ(dst_.list(), Names{});
+}
+
+TEST_F(TransferSessionTest, BodyLargerThanTheFreeSpaceIsRefusedBeforeAnyReservation) {
+  TransferLimits high;
+  high.max_file_size = std::uint64_t{1} << 62;
+  TransferReceiver rx(dst_.str(), high);
+  auto head = header_announcing(std::uint64_t{1} << 61, high);  // 2 EiB
+  ASSERT_FALSE(rx.on_header_bytes(head));
+  struct stat st {};
+  ASSERT_EQ(::fstat(rx.fd(), &st), 0);
+  EXPECT_EQ(rx.reserve_body(), TransferErrc::no_space);
+  EXPECT_EQ(st.st_blocks, 0);
+  EXPECT_EQ(rx.bytes_reserved(), 0u);
+  EXPECT_GT(rx.available_space(), 0u);
+  EXPECT_EQ(rx.phase(), TransferReceiver::Phase::failed);
+  EXPECT_EQ(dst_.list(), Names{});
+}
+
 TEST_F(TransferSessionTest, OversizedHeaderKeepsTheAnnouncedSizeForTheMessage) {
   TransferLimits small;
   small.max_file_size = 1000;
