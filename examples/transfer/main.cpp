@@ -9,8 +9,9 @@
 // the file only once verified) is TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
-// 2 usage error (or recv's --out directory missing); recv also 5 no room for the file on its
-// disk. Whenever the receiver refuses, it tells the sender why, and both print it.
+// 2 usage error (or recv's --out directory missing); recv also 3 no complete header within
+// --header-timeout, 4 nothing arrived for --idle-timeout, 5 no room for the file on its disk.
+// Whenever the receiver refuses or gives up, it tells the sender why, and both print it.
 #include "command_line.hpp"
 #include "output_file.hpp"
 #include "progress_reporter.hpp"
@@ -20,6 +21,8 @@
 
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop.hpp>
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <csignal>
@@ -50,6 +53,8 @@ enum : int {
   exit_ok = 0,
   exit_failed = 1,
   exit_usage = 2,
+  exit_header_timeout = 3,  // recv: no complete header within --header-timeout
+  exit_idle_timeout = 4,    // recv: nothing arrived for --idle-timeout
   exit_no_room = 5,         // recv: the file does not fit on the receiver's disk
 };
 
@@ -275,10 +280,19 @@ int run_send(const TransferOptions& o) {
 
 // ---- recv -------------------------------------------------------------------------------
 
+// 0 (never) or how long the receiver waits for the sender.
+struct ReceiverTimeouts {
+  std::chrono::nanoseconds header{0};  // from the connection to a complete header
+  std::chrono::nanoseconds idle{0};    // without a byte arriving, once the header is in
+};
+
 class Receiver {
  public:
-  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx, std::uint64_t max_size)
-      : loop_(loop), listen_fd_(listen_fd), rx_(rx), max_size_(max_size) {}
+  using Clock = std::chrono::steady_clock;
+
+  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx, ReceiverTimeouts timeouts,
+           std::uint64_t max_size)
+      : loop_(loop), listen_fd_(listen_fd), rx_(rx), timeouts_(timeouts), max_size_(max_size) {}
 
   int run() {
     int p[2];
@@ -299,6 +313,7 @@ class Receiver {
         return;
       }
       fd_ = fd;
+      start_header_timer();
       read_header();
     });
     loop_.run();
@@ -313,7 +328,8 @@ class Receiver {
 
  private:
   void read_header() {
-    loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+    waiting_for_sender(loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      sender_answered();
       if (ending_) return;
       if (ec || n == 0) {
         rx_.abort();
@@ -330,6 +346,7 @@ class Receiver {
         read_header();
         return;
       }
+      stop_timer();  // the header's
       progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
       if (auto e = rx_.reserve_body()) {
         refuse_reservation(e);
@@ -341,8 +358,9 @@ class Receiver {
         return;
       }
       rx_.on_trailer_bytes(b);
+      start_idle_timer();
       receive_body();
-    });
+    }));
   }
 
   // socket → pipe, then pipe → file at the body offset, until the body is complete.
@@ -361,7 +379,8 @@ class Receiver {
       return;
     }
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
-    loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
+    waiting_for_sender(loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
+      sender_answered();
       if (ending_) return;
       if (ec || n == 0) {
         // The sender went away (or the stream broke) before the whole body arrived.
@@ -372,7 +391,7 @@ class Receiver {
         return;
       }
       drain_pipe(n);
-    });
+    }));
   }
 
   void drain_pipe(std::size_t left) {
@@ -408,7 +427,9 @@ class Receiver {
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+    waiting_for_sender(loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()),
+                                  [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+      sender_answered();
       if (ending_) return;
       if (ec || n == 0) {
         rx_.abort();
@@ -423,10 +444,11 @@ class Receiver {
       } else {
         verify();
       }
-    });
+    }));
   }
 
   void verify() {
+    stop_timer();
     progress_->finish();
     std::error_code ec;
     TransferStatus status = rx_.finish(ec);
@@ -469,9 +491,73 @@ class Receiver {
   // sender, with `status`), then exits with `exit_status`. `context` prefixes only the local line.
   void give_up(TransferStatus status, int exit_status, const std::string& reason, const std::string& context = {}) {
     ending_ = true;
+    stop_timer();
     rx_.abort();
     report(exit_status, context.empty() ? reason : context + ": " + reason);
     reply(status, reason, [this, exit_status] { finish(exit_status); });
+  }
+
+  // ---- timeouts ----
+  // The header timer runs from the connection until the header is complete; then the idle
+  // timer, which counts only while the receiver waits for the sender (a read or a splice from
+  // the socket in flight), not while it writes or hashes.
+
+  void waiting_for_sender(OperationHandle op) {
+    sender_op_ = op;
+    waiting_ = true;
+    waiting_since_ = Clock::now();
+  }
+  void sender_answered() { waiting_ = false; }
+
+  void start_header_timer() {
+    if (timeouts_.header.count() <= 0) return;
+    timer_ = loop_.schedule(timeouts_.header, [this](std::error_code ec) {
+      if (ec || ending_ || rx_.phase() != TransferReceiver::Phase::header) return;
+      time_out(exit_header_timeout, "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
+                                        std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
+    });
+  }
+
+  void start_idle_timer() {
+    if (timeouts_.idle.count() <= 0) return;
+    idle_active_ = true;
+    arm_idle(timeouts_.idle);
+  }
+
+  void arm_idle(std::chrono::nanoseconds delay) {
+    timer_ = loop_.schedule(delay, [this](std::error_code ec) {
+      if (ec || ending_ || !idle_active_) return;
+      if (!waiting_) {
+        arm_idle(timeouts_.idle);
+        return;
+      }
+      const auto waited = Clock::now() - waiting_since_;
+      if (waited < timeouts_.idle) {
+        arm_idle(timeouts_.idle - waited);
+        return;
+      }
+      const std::string after = rx_.phase() == TransferReceiver::Phase::trailer
+                                    ? "the body, waiting for its checksum"
+                                    : std::to_string(rx_.body_offset()) + " of " + std::to_string(rx_.header().size) + " bytes";
+      time_out(exit_idle_timeout, "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
+    });
+  }
+
+  void stop_timer() {
+    idle_active_ = false;
+    loop_.cancel(timer_);
+  }
+
+  void time_out(int exit_status, const std::string& reason) {
+    if (waiting_) {
+      loop_.cancel(sender_op_);  // its handler runs later and sees ending_
+      waiting_ = false;
+    }
+    give_up(TransferStatus::timed_out, exit_status, reason);
+  }
+
+  static std::string seconds(std::chrono::nanoseconds d) {
+    return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
   }
 
   // Sends the verdict (and, when it is not ok, the reason). A refusal is followed by a lingering
@@ -532,6 +618,7 @@ class Receiver {
   EventLoop& loop_;
   int listen_fd_;
   TransferReceiver& rx_;
+  ReceiverTimeouts timeouts_;
   std::uint64_t max_size_;
   std::unique_ptr<ProgressReporter> progress_;
   int fd_ = -1;
@@ -540,6 +627,11 @@ class Receiver {
   int status_ = exit_failed;
   bool ending_ = false;   // the transfer is over (refused, failed or verified): its handlers stop
   bool stopped_ = false;  // the loop is stopping
+  OperationHandle timer_;  // the header timer, then the idle timer
+  bool idle_active_ = false;
+  OperationHandle sender_op_;  // the read or splice from the socket in flight
+  bool waiting_ = false;
+  Clock::time_point waiting_since_{};
   bool lingering_ = false;
   std::function<void()> after_linger_;
   OperationHandle linger_timer_;
@@ -575,7 +667,12 @@ int run_recv(const TransferOptions& o) {
   TransferReceiver rx(o.out, limits);
   EventLoop loop(loop_options(o.backend));
   std::cout << "niox-transfer listening on " << bound.to_string() << std::endl;
-  Receiver r(loop, lfd, rx, o.max_size);
+  ReceiverTimeouts timeouts;
+  timeouts.header = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(o.header_timeout_seconds));
+  timeouts.idle = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(o.idle_timeout_seconds));
+  Receiver r(loop, lfd, rx, timeouts, o.max_size);
   return r.run();
 }
 

@@ -44,6 +44,7 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string& erro
 
 std::string transfer_usage() {
   return "usage: niox-transfer recv --port P --out PATH [--bind ADDR] [--max-size BYTES]\n"
+         "                          [--header-timeout S] [--idle-timeout S]\n"
          "       niox-transfer send FILE --to HOST:PORT\n"
          "Sends one file over TCP, zero-copy at both ends, verified end to end (XXH3-64).\n"
          "\n"
@@ -55,6 +56,10 @@ std::string transfer_usage() {
          "  --out PATH         where to store the file (recv); its directory must exist\n"
          "  --max-size BYTES   largest file accepted (recv, default: 1 TiB); a file larger\n"
          "                     than the free disk space is refused too\n"
+         "  --header-timeout S give up on a sender whose header is not complete S seconds\n"
+         "                     after it connected (recv; decimals allowed, 0 never; default: 30)\n"
+         "  --idle-timeout S   give up on a sender that sends nothing for S seconds once its\n"
+         "                     header is in (recv; decimals allowed, 0 never; default: 60)\n"
          "  --to HOST:PORT     receiver to send to (send); IPv6 as [addr]:port\n"
          "  --backend B        auto, io_uring or epoll (default: auto)\n"
          "  --help             show this text\n"
@@ -62,7 +67,8 @@ std::string transfer_usage() {
          "A progress bar with rate and ETA is shown when stderr is a terminal. When the receiver\n"
          "refuses or fails, both ends print its reason.\n"
          "Exit status: 0 on a verified transfer, 1 on a failed one, 2 on a usage error (or a\n"
-         "missing --out directory); recv also: 5 no room for the file on the receiver's disk.\n";
+         "missing --out directory); recv also: 3 no header in time, 4 the sender went silent,\n"
+         "5 no room for the file on the receiver's disk.\n";
 }
 
 std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_view> args,
@@ -101,7 +107,8 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
     const bool known = name == "--backend" ||
                        (send ? name == "--to"
                              : (name == "--port" || name == "--bind" || name == "--out" ||
-                                name == "--max-size"));
+                                name == "--max-size" || name == "--header-timeout" ||
+                                name == "--idle-timeout"));
     if (!known) {
       error = "unknown option '" + std::string(name) + "' for " + (send ? "send" : "recv");
       return std::nullopt;
@@ -127,6 +134,12 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
     } else if (name == "--max-size") {
       if (!parse_number<std::uint64_t>(*value, 0, std::uint64_t{1} << 62, o.max_size)) {
         error = examples::invalid_value(name, *value, "expected a number of bytes");
+        return std::nullopt;
+      }
+    } else if (name == "--header-timeout" || name == "--idle-timeout") {
+      double& seconds = name == "--header-timeout" ? o.header_timeout_seconds : o.idle_timeout_seconds;
+      if (!parse_number<double>(*value, 0.0, 86400.0, seconds)) {
+        error = examples::invalid_value(name, *value, "expected seconds, 0-86400");
         return std::nullopt;
       }
     } else if (name == "--backend") {

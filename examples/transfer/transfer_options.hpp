@@ -1,6 +1,7 @@
 // Command line of niox-transfer, parsed without side effects.
 //
-//   niox-transfer recv --port P --out PATH [--bind ADDR] [--max-size BYTES] [--backend B]
+//   niox-transfer recv --port P --out PATH [--bind ADDR] [--max-size BYTES]
+//                      [--header-timeout S] [--idle-timeout S] [--backend B]
 //   niox-transfer send FILE --to HOST:PORT [--backend B]
 //
 // HOST is a name, an IPv4 literal or a bracketed IPv6 literal ("[::1]:9000").
@@ -34,6 +35,10 @@ struct TransferOptions {
   std::uint16_t port = 0;
   std::string out;
   std::uint64_t max_size = std::uint64_t{1} << 40;
+  // Seconds (0: never) from the connection to a complete header, and without any byte arriving
+  // once the header is in (body and trailer).
+  double header_timeout_seconds = 30;
+  double idle_timeout_seconds = 60;
   // both
   std::string backend = "auto";
   bool help = false;

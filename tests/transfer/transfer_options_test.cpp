@@ -62,6 +62,28 @@ TEST(TransferOptions, Recv) {
   EXPECT_EQ(o->max_size, 1000u);
 }
 
+TEST(TransferOptions, RecvTimeouts) {
+  std::string error;
+  auto defaults = parse({"recv", "--port", "1", "--out", "d"}, error);
+  ASSERT_TRUE(defaults) << error;
+  EXPECT_EQ(defaults->header_timeout_seconds, 30.0);
+  EXPECT_EQ(defaults->idle_timeout_seconds, 60.0);
+  auto o = parse({"recv", "--port", "1", "--out", "d", "--header-timeout", "0.5", "--idle-timeout=0"}, error);
+  ASSERT_TRUE(o) << error;
+  EXPECT_EQ(o->header_timeout_seconds, 0.5);
+  EXPECT_EQ(o->idle_timeout_seconds, 0.0);  // never
+  EXPECT_FALSE(parse({"recv", "--port", "1", "--out", "d", "--idle-timeout", "-1"}, error));
+  EXPECT_EQ(error, "invalid --idle-timeout '-1': expected seconds, 0-86400");
+  EXPECT_FALSE(parse({"recv", "--port", "1", "--out", "d", "--header-timeout", "soon"}, error));
+  EXPECT_EQ(error, "invalid --header-timeout 'soon': expected seconds, 0-86400");
+  EXPECT_FALSE(parse({"send", "f", "--to", "h:1", "--idle-timeout", "5"}, error));
+  EXPECT_EQ(error, "unknown option '--idle-timeout' for send");
+  for (const char* text : {"--header-timeout S", "--idle-timeout S", "3 no header in time", "4 the sender went silent",
+                           "5 no room"}) {
+    EXPECT_NE(transfer_usage().find(text), std::string::npos) << text;
+  }
+}
+
 TEST(TransferOptions, ClearErrors) {
   struct Case {
     std::vector<std::string_view> args;

@@ -370,6 +370,87 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransferReceiverOptionsTest,
                                            Case{BackendKind::epoll, "epoll"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+const std::vector<std::string> short_timeouts{"--header-timeout", "0.5", "--idle-timeout", "0.5"};
+
+// A sender that connects and says nothing: the receiver gives up after --header-timeout, tells
+// the sender why, exits with its own status and leaves nothing.
+TEST_P(TransferReceiverOptionsTest, SilentSenderTimesOutWaitingForTheHeader) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  auto answer = read_answer(fd);
+  ::close(fd);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
+  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
+  EXPECT_NE(answer.reason.find("header"), std::string::npos) << answer.reason;
+  EXPECT_EQ(rc, 3) << said;
+  EXPECT_NE(said.find("timed out after 0.5 s waiting for the header (0 bytes arrived)"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
+
+TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  const std::string body = pattern(1000, 9);
+  ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
+  auto answer = read_answer(fd);
+  ::close(fd);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
+  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
+  EXPECT_EQ(rc, 3) << said;
+  EXPECT_NE(said.find("timed out after 0.5 s waiting for the header"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
+
+// A sender that stops part way through the body: --idle-timeout, the partial file removed.
+TEST_P(TransferReceiverOptionsTest, SenderStalledMidBodyTimesOut) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
+  auto body = pattern(4 * 1024 * 1024, 10);
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)) + body.substr(0, 1 << 20)));
+  auto answer = read_answer(fd);
+  ::close(fd);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
+  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
+  EXPECT_EQ(rc, 4) << said;
+  EXPECT_NE(said.find("timed out: nothing arrived for 0.5 s after"), std::string::npos) << said;
+  EXPECT_NE(said.find("of 4194304 bytes"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
+
+// The whole body, then silence where the checksum trailer should follow.
+TEST_P(TransferReceiverOptionsTest, SenderStalledBeforeTheChecksumTimesOut) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
+  const auto body = pattern(300000, 11);
+  xfer::TransferHeader h;
+  h.name = "notrailer.bin";
+  h.size = body.size();
+  h.checksum_trailer = true;
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + body));
+  auto answer = read_answer(fd);
+  ::close(fd);
+  auto rc = exit_status(*receiver_);
+  auto said = receiver_->read_stderr();
+  ASSERT_TRUE(answer.complete) << "receiver: " << said;
+  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
+  EXPECT_EQ(rc, 4) << said;
+  EXPECT_NE(said.find("nothing arrived for 0.5 s after the body, waiting for its checksum"), std::string::npos) << said;
+  EXPECT_TRUE(out_.list().empty());
+}
+
 // More than the output file system has free (1 PiB) under a --max-size that allows it: refused
 // as soon as the header is in, with the reason sent back, a status of its own, nothing kept.
 TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefusedAtOnce) {
