@@ -18,15 +18,36 @@ const sockaddr_in6* v6(const sockaddr_storage& s) {
   return reinterpret_cast<const sockaddr_in6*>(&s);
 }
 
-// gai errors are not errno values; map the ones a caller can act on.
-std::error_code gai_error(int rc) {
-  switch (rc) {
-    case EAI_NONAME: return std::make_error_code(std::errc::address_not_available);
-    case EAI_AGAIN: return std::make_error_code(std::errc::resource_unavailable_try_again);
-    case EAI_MEMORY: return std::make_error_code(std::errc::not_enough_memory);
-    case EAI_SYSTEM: return {errno, std::system_category()};
-    default: return std::make_error_code(std::errc::invalid_argument);
+// getaddrinfo's errors are not errno values: they get a category of their own, whose messages
+// are the resolver's ("Name or service not known") and whose codes compare equal to the errno
+// conditions a caller can act on (EAI_NONAME is std::errc::address_not_available, ...).
+class ResolverCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "getaddrinfo"; }
+  std::string message(int rc) const override { return ::gai_strerror(rc); }
+  std::error_condition default_error_condition(int rc) const noexcept override {
+    switch (rc) {
+      case EAI_NONAME: return std::errc::address_not_available;
+#ifdef EAI_NODATA
+      case EAI_NODATA: return std::errc::address_not_available;
+#endif
+      case EAI_AGAIN: return std::errc::resource_unavailable_try_again;
+      case EAI_MEMORY: return std::errc::not_enough_memory;
+      default: return std::errc::invalid_argument;
+    }
   }
+};
+
+const std::error_category& resolver_category() noexcept {
+  static const ResolverCategory category;
+  return category;
+}
+
+std::error_code gai_error(int rc) {
+  if (rc == EAI_SYSTEM) {
+    return {errno, std::system_category()};
+  }
+  return {rc, resolver_category()};
 }
 }  // namespace
 
@@ -224,10 +245,19 @@ std::string SocketAddress::to_string() const {
     return "unix:" + p;
   }
   const auto& a = inet();
+  // Appended piece by piece into one string (chained operator+ on temporaries makes GCC 12 warn
+  // about overlapping copies at -O3, -Wrestrict, falsely).
+  std::string out;
   if (a.is_ipv6()) {
-    return "[" + a.host_string() + "]:" + std::to_string(a.port());
+    out += '[';
+    out += a.host_string();
+    out += ']';
+  } else {
+    out += a.host_string();
   }
-  return a.host_string() + ":" + std::to_string(a.port());
+  out += ':';
+  out += std::to_string(a.port());
+  return out;
 }
 
 }  // namespace niox
