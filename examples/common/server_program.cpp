@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace niox::examples {
 
@@ -78,6 +80,45 @@ SocketAddress listen_address(const ServerOptions& o, bool allow_unix) {
   return InetSocketAddress(o.bind, o.port);
 }
 
+namespace {
+
+// The socket file a Unix-domain server just bound, remembered by device and inode, so that on
+// shutdown (its destructor, after the server socket closed) it removes that very file: not a
+// path that was replaced meanwhile, nor anything that is not a socket (an abstract name has no
+// file at all).
+class BoundSocketFile {
+ public:
+  explicit BoundSocketFile(const SocketAddress& bound) {
+    if (!bound.is_unix() || bound.unix_domain().is_abstract()) {
+      return;
+    }
+    struct stat st {};
+    if (::lstat(bound.unix_domain().path().c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      path_ = bound.unix_domain().path();
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+    }
+  }
+  BoundSocketFile(const BoundSocketFile&) = delete;
+  BoundSocketFile& operator=(const BoundSocketFile&) = delete;
+  ~BoundSocketFile() { remove(); }
+
+ private:
+  void remove() const noexcept {
+    struct stat st {};
+    if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+        st.st_dev == dev_ && st.st_ino == ino_) {
+      ::unlink(path_.c_str());
+    }
+  }
+
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+}  // namespace
+
 int run_server(const ServerProgram& p) {
   const auto& o = p.options;
   if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
@@ -89,7 +130,8 @@ int run_server(const ServerProgram& p) {
   try {
     where = listen_address(o, p.allow_unix);
   } catch (const std::exception& e) {
-    std::cerr << p.program << ": bad --bind address '" << o.bind << "': " << e.what() << "\n";
+    // e.what() names the value: "cannot resolve 'no.such.host': Name or service not known".
+    std::cerr << p.program << ": --bind: " << e.what() << "\n";
     return 2;
   }
 
@@ -132,6 +174,7 @@ int run_server(const ServerProgram& p) {
       return 1;
     }
     auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
+    const BoundSocketFile socket_file(where);
     auto local = server->local_address();
     std::cout << (p.banner ? p.banner(local ? *local : where, workers)
                            : p.program + " listening on " + (local ? *local : where).to_string())

@@ -63,7 +63,8 @@ struct ServerProgram {
 
 // Checks the backend, blocks SIGINT/SIGTERM (before any loop thread exists) and ignores
 // SIGPIPE, starts the loops, binds, prints the banner, waits for a stop signal, then closes the
-// server socket and shuts the loops down gracefully. Errors go to stderr as
+// server socket (and removes the socket file of a Unix-domain address it bound itself) and shuts
+// the loops down gracefully. Errors go to stderr as
 // "PROGRAM: what"; returns the exit status.
 int run_server(const ServerProgram& p);
 
