@@ -6,6 +6,7 @@
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 
+#include <any>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -17,9 +18,21 @@ namespace {
 using namespace niox;
 
 // Echoes each buffer; BackpressureHandler stops reading while the peer does not take the echo.
+// The channel allows half-closure: when the peer shuts its output down (EOF), everything it sent
+// is still queued here or in flight, so the output is shut down once all of it is flushed (FIN
+// after the last echoed byte), and the connection is closed after that (Netty's way).
 class EchoHandler final : public BackpressureHandler {
  public:
   void channel_read(ChannelHandlerContext& ctx, Message msg) override { ctx.write(std::move(msg)); }
+  void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+    if (std::any_cast<ChannelInputShutdownEvent>(&event) == nullptr) {
+      ctx.fire_user_event_triggered(std::move(event));
+      return;
+    }
+    ctx.flush();
+    auto channel = ctx.channel().shared_from_this();
+    ctx.shutdown_output().add_listener([channel](const std::error_code&) { channel->close(); });
+  }
 };
 
 }  // namespace
@@ -41,6 +54,7 @@ int main(int argc, char** argv) {
   p.allow_unix = true;
   p.configure = [](ServerBootstrap& b, EventLoopGroup&) {
     b.child_option(channel_option::tcp_nodelay, true)
+        .child_option(channel_option::allow_half_closure, true)
         .child_handler(std::make_shared<ChannelInitializer>([](Channel& ch) {
           ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
         }));
