@@ -1,7 +1,9 @@
 // A single-threaded echo server on a Selector, written the way a Java NIO program is:
 //
-//   nio_echo_server [port]        serve on 127.0.0.1:port (default 7007) until SIGINT/SIGTERM
-//   nio_echo_server --self-test   serve on a free port, echo-check a few clients, exit 0 on success
+//   nio_echo_server [--port P] [--bind ADDR]   serve on ADDR:P (default 127.0.0.1:7007) until
+//                                              SIGINT/SIGTERM
+//   nio_echo_server --self-test                serve on a free port, echo-check a few clients,
+//                                              exit 0 on success
 //
 // Each connection owns one buffer: reads fill it, the echo drains it; while the peer does not
 // read, OP_READ is switched off so a slow client cannot make the server buffer without bound.
@@ -9,17 +11,23 @@
 #include <niox/channels/server_socket_channel.hpp>
 #include <niox/channels/socket_channel.hpp>
 
+#include "command_line.hpp"
+
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 using namespace niox;
+namespace examples = niox::examples;
 
 namespace {
 
@@ -48,6 +56,7 @@ class EchoServer {
   }
 
   std::uint16_t port() const { return server_.local_address()->inet().port(); }
+  SocketAddress local_address() const { return *server_.local_address(); }
   Selector& selector() { return selector_; }
 
   void run() {
@@ -150,23 +159,104 @@ int self_test() {
   return ok ? 0 : 1;
 }
 
+struct Options {
+  std::string bind = "127.0.0.1";
+  std::uint16_t port = 7007;
+  bool self_test = false;
+};
+
+const char* const usage =
+    "usage: nio_echo_server [--port P] [--bind ADDR] | --self-test\n"
+    "\n"
+    "A single-threaded echo server on a Selector, written as a Java NIO program is.\n"
+    "\n"
+    "  --port P       TCP port, 0 for any free port (default: 7007)\n"
+    "  --bind ADDR    IPv4 or IPv6 address to listen on (default: 127.0.0.1)\n"
+    "  --self-test    serve on a free port, echo-check a few clients, exit 0 on success\n"
+    "  --help         this text\n"
+    "\n"
+    "Prints 'echo server on ADDRESS' once listening; stops on SIGINT or SIGTERM.\n"
+    "Exit status: 0 after a signal, 1 when the server cannot start, 2 on a usage error.\n";
+
+// nullopt with `error` set on a usage error; `help` set for --help.
+std::optional<Options> parse_args(std::span<const std::string_view> args, bool& help,
+                                  std::string& error) {
+  Options o;
+  examples::OptionReader reader(args);
+  while (reader.next()) {
+    if (reader.is_help()) {
+      help = true;
+      return std::nullopt;
+    }
+    if (reader.arg() == "--self-test") {
+      o.self_test = true;
+      continue;
+    }
+    if (reader.name() != "--port" && reader.name() != "--bind") {
+      error = reader.unknown();
+      return std::nullopt;
+    }
+    auto value = reader.value(error);
+    if (!value) {
+      return std::nullopt;
+    }
+    if (reader.name() == "--port") {
+      if (!examples::parse_number<std::uint16_t>(*value, 0, 65535, o.port)) {
+        error = examples::invalid_value(reader.name(), *value, "expected 0-65535");
+        return std::nullopt;
+      }
+    } else if (value->empty()) {
+      error = examples::invalid_value(reader.name(), *value, "empty address");
+      return std::nullopt;
+    } else {
+      o.bind = *value;
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    if (argc > 1 && std::strcmp(argv[1], "--self-test") == 0) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  bool help = false;
+  std::string error;
+  auto options = parse_args(args, help, error);
+  if (help) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (!options) {
+    std::fprintf(stderr, "nio_echo_server: %s\n\n%s", error.c_str(), usage);
+    return 2;
+  }
+  if (options->self_test) {
+    try {
       return self_test();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "nio_echo_server: %s\n", e.what());
+      return 1;
     }
-    std::uint16_t port = argc > 1 ? static_cast<std::uint16_t>(std::stoi(argv[1])) : 7007;
-    EchoServer server(InetSocketAddress::loopback_v4(port));
+  }
+  SocketAddress address;
+  try {
+    address = InetSocketAddress(options->bind, options->port);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nio_echo_server: --bind: %s\n", e.what());
+    return 2;
+  }
+  try {
+    EchoServer server(address);
     running_selector = &server.selector();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    std::printf("echo server on 127.0.0.1:%u\n", server.port());
+    std::printf("echo server on %s\n", server.local_address().to_string().c_str());
+    std::fflush(stdout);
     server.run();
     running_selector = nullptr;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "nio_echo_server: %s\n", e.what());
+    std::fprintf(stderr, "nio_echo_server: cannot serve on %s: %s\n", address.to_string().c_str(),
+                 e.what());
     return 1;
   }
   return 0;
