@@ -2,16 +2,23 @@
 #include "echo_server.hpp"
 
 #include "support/backends.hpp"
+#include "support/child_process.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <span>
 #include <string>
 #include <thread>
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -179,5 +186,186 @@ TEST(EchoServerProgramErrors, UsageErrorsExitWithTwoAndHelpWithZero) {
   EXPECT_NE(help.first_line().find("usage: niox-echo-server"), std::string::npos);
   EXPECT_EQ(help.finish(0), 0);
 }
+
+}  // namespace
+
+// ---- Half-closure, Unix-domain sockets, --bind names ------------------------------------------
+
+namespace {
+
+std::string program_line(test::ChildProcess& p) {
+  auto line = p.read_line(std::chrono::seconds(20));
+  return line ? *line : std::string();
+}
+
+// A client that stalls — writes without reading until its writes block, so both directions are
+// full — then shuts its output down and reads: the echo is every byte it sent, then EOF. Whole
+// blocks make the server's last reads of the stream full ones, so the end of the stream comes in
+// the same read batch as up to a megabyte of data still to be echoed (what a server that closes
+// on EOF loses). Several connections in a row, since how much is queued then varies.
+TEST_P(EchoServerProgram, HalfCloseAfterAStallEchoesEveryByteThenEof) {
+  test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1",
+                             "--threads", "1", "--backend", std::string(to_string(GetParam()))});
+  std::string line = program_line(server);
+  std::uint16_t port = port_in(line);
+  ASSERT_NE(port, 0) << "unexpected first line: '" << line << "'";
+  const auto data = test::pseudo_random_bytes(48u << 20, 99);
+  // The client writes in whole 64 KiB blocks, as a program writing blocks does: the one its
+  // writes blocked in is completed (reading meanwhile) before the output is shut down.
+  constexpr std::size_t block = 64 * 1024;
+  for (int run = 0; run < 6; ++run) {
+    test::PeerSocket peer(InetSocketAddress::loopback_v4(port));
+    std::size_t sent = 0;
+    std::vector<std::byte> echo;
+    auto read_some = [&](int flags) {
+      std::byte piece[4096];
+      ssize_t k = ::recv(peer.fd(), piece, sizeof piece, flags);
+      if (k > 0) echo.insert(echo.end(), piece, piece + k);
+      return k;
+    };
+    bool stalled = false;
+    while (sent < data.size() && (!stalled || sent % block != 0)) {
+      ssize_t n = ::send(peer.fd(), data.data() + sent,
+                         std::min<std::size_t>(data.size() - sent, block - sent % block),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      ASSERT_TRUE(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) << std::strerror(errno);
+      if (!stalled) {
+        pollfd p{peer.fd(), POLLOUT, 0};
+        stalled = ::poll(&p, 1, 500) == 0;  // blocked: the server no longer reads
+      } else {
+        // Finishing the block: read (in small pieces, as a slow reader does) to let it go out.
+        pollfd p{peer.fd(), POLLIN | POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+        if (p.revents & POLLIN) {
+          ASSERT_GE(read_some(MSG_DONTWAIT), 0) << std::strerror(errno);
+        }
+      }
+    }
+    ASSERT_TRUE(stalled) << "the client's writes never blocked";
+    ASSERT_EQ(::shutdown(peer.fd(), SHUT_WR), 0);
+    for (;;) {
+      ssize_t k = read_some(0);
+      if (k < 0 && errno == EINTR) continue;
+      ASSERT_GE(k, 0) << "run " << run << ": " << std::strerror(errno);
+      if (k == 0) break;
+    }
+    auto expected = std::span<const std::byte>(data).first(sent);
+    ASSERT_EQ(echo.size(), sent) << "run " << run << ": the echo is short";
+    EXPECT_EQ(test::fnv1a(echo), test::fnv1a(expected)) << "run " << run;
+  }
+  server.signal(SIGTERM);
+  EXPECT_EQ(server.wait(), 0);
+}
+
+// The socket file a Unix-domain server bound is removed when it stops, so the same command
+// starts again.
+TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) {
+  test::ScratchDir dir;
+  const std::string path = (dir / "echo.sock").string();
+  for (int round = 0; round < 2; ++round) {
+    test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads",
+                               "1", "--backend", std::string(to_string(GetParam()))});
+    std::string line = program_line(server);
+    if (line.rfind("listening on unix:" + path, 0) != 0) {
+      server.signal(SIGTERM);
+      server.wait();
+      FAIL() << "round " << round << ": first line '" << line << "', stderr: " << server.read_stderr();
+    }
+    {
+      test::PeerSocket peer{SocketAddress(UnixDomainSocketAddress(path))};
+      auto hello = test::text_bytes("hello over a unix socket");
+      auto back = peer.exchange(hello, hello.size());
+      EXPECT_EQ(test::fnv1a(back), test::fnv1a(hello));
+    }
+    server.signal(SIGTERM);
+    EXPECT_EQ(server.wait(), 0);
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path))) << "round " << round;
+  }
+}
+
+// A path the server did not bind (here a regular file in the way) is never removed.
+TEST_P(EchoServerProgram, APathItDidNotBindIsLeftAlone) {
+  test::ScratchDir dir;
+  const std::string path = (dir / "not-a-socket").string();
+  { std::ofstream(path) << "keep me\n"; }
+  test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
+                             "--backend", std::string(to_string(GetParam()))});
+  EXPECT_EQ(server.wait(), 1);
+  EXPECT_NE(server.read_stderr().find("cannot listen on unix:" + path), std::string::npos);
+  std::ifstream in(path);
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "keep me");
+}
+
+// A --bind name that does not resolve says so, with the resolver's reason.
+TEST(EchoServerProgramErrors, AnUnresolvableBindNameSaysItDoesNotResolve) {
+  const char* host = "no.such.host.invalid";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host, nullptr, &hints, &res);
+  if (rc == 0) {
+    ::freeaddrinfo(res);
+    GTEST_SKIP() << host << " resolves on this machine";
+  }
+  test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", host, "--port", "0"});
+  EXPECT_EQ(server.wait(), 2);
+  auto err = server.read_stderr();
+  EXPECT_NE(err.find("cannot resolve '" + std::string(host) + "': " + ::gai_strerror(rc)),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("Cannot assign requested address"), std::string::npos) << err;
+}
+
+// ---- examples/nio_echo_server ----------------------------------------------------------------
+
+#ifdef NIOX_NIO_ECHO_SERVER_PROGRAM
+TEST(NioEchoServerProgram, HelpPrintsUsageAndExitsZero) {
+  test::ChildProcess p({NIOX_NIO_ECHO_SERVER_PROGRAM, "--help"});
+  EXPECT_EQ(program_line(p).rfind("usage: nio_echo_server", 0), 0u);
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_EQ(p.read_stderr(), "");
+}
+
+TEST(NioEchoServerProgram, BadValuesAreUsageErrorsThatNameTheProblem) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--port", "70000"},
+                                                         {"--port", "nope"},
+                                                         {"--port"},
+                                                         {"--bind", ""},
+                                                         {"7007"},
+                                                         {"--frobnicate"}}) {
+    std::vector<std::string> argv{NIOX_NIO_ECHO_SERVER_PROGRAM};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::ChildProcess p(argv);
+    EXPECT_EQ(p.wait(), 2) << args[0];
+    auto err = p.read_stderr();
+    EXPECT_EQ(err.rfind("nio_echo_server: ", 0), 0u) << err;
+    if (args[0] == "--port" && args.size() == 2) {
+      EXPECT_NE(err.find("invalid --port '" + args[1] + "'"), std::string::npos) << err;
+    }
+  }
+}
+
+TEST(NioEchoServerProgram, ServesOnTheGivenAddressAndStopsOnSigterm) {
+  test::ChildProcess p({NIOX_NIO_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1"});
+  std::string line = program_line(p);
+  auto colon = line.rfind(':');
+  ASSERT_EQ(line.rfind("echo server on 127.0.0.1:", 0), 0u) << line;
+  auto port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 1)));
+  {
+    test::PeerSocket peer(InetSocketAddress::loopback_v4(port));
+    auto data = test::pseudo_random_bytes(300000, 5);
+    EXPECT_EQ(test::fnv1a(peer.exchange(data, data.size())), test::fnv1a(data));
+  }
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+}
+#endif
 
 }  // namespace
