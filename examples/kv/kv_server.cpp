@@ -236,7 +236,7 @@ std::string server_usage() {
          "\n"
          "An in-memory key-value store: 16-byte header + body per message, pipelined.\n"
          "\n" +
-         examples::server_options_usage(KvServerOptions{}, 19) +
+         examples::server_options_usage(KvServerOptions{}, 20) +
          "  --idle-timeout S  close a connection on which nothing was read and no reply went\n"
          "                    out for S seconds, 0 never (default: 60)\n"
          "  --help            this text\n"
