@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
           ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
         }));
     auto bound = b.bind(niox::InetSocketAddress("127.0.0.1", port));
-    if (auto ec = bound.await()) {
+    std::error_code ec;
+    if (bound.sync(ec); ec) {
       fmt::print(stderr, "niox_pipeline_echo_server: cannot listen on port {}: {}\n", port,
                  ec.message());
       return 1;
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
                group.loop(0).backend(), group.size());
     int sig = 0;
     sigwait(&stop, &sig);
-    niox::await_future(bound.channel()->close());
+    bound.channel()->close().sync(ec);
     group.shutdown_gracefully();
   } catch (const std::exception& e) {
     fmt::print(stderr, "niox_pipeline_echo_server: {}\n", e.what());

@@ -72,7 +72,7 @@ int main() {
   // Asio -> niox, then stop everything.
   loop.read(niox_side, niox::ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t n, niox::ByteBuffer buf) {
     fmt::print("niox read {} bytes: '{}' ({})\n", n, as_string(std::move(buf)), ec ? ec.message() : "ok");
-    loop.schedule(std::chrono::milliseconds(20), [&](std::error_code) {
+    loop.schedule(std::chrono::milliseconds(20), [&] {
       fmt::print("niox timer fired; counters: {}\n", loop.counters());
       io.stop();
     });

@@ -168,12 +168,13 @@ int run_server(const ServerProgram& p) {
       p.configure(b, workers);
     }
     auto bound = b.bind(where);
-    if (auto ec = bound.await()) {
+    std::error_code ec;
+    if (bound.sync(ec); ec) {
       std::cerr << p.program << ": cannot listen on " << where.to_string() << ": " << ec.message()
                 << "\n";
       return 1;
     }
-    auto server = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
+    auto server = bound.channel();
     const BoundSocketFile socket_file(where);
     auto local = server->local_address();
     std::cout << (p.banner ? p.banner(local ? *local : where, workers)
@@ -182,7 +183,7 @@ int run_server(const ServerProgram& p) {
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    await_future(server->close());
+    server->close().sync(ec);
     workers.shutdown_gracefully();
     if (acceptor) {
       acceptor->shutdown_gracefully();

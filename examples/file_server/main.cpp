@@ -200,12 +200,11 @@ class HttpServerHandler final : public ChannelHandler {
       }
       ch->shutdown_output();
       ch->config().set_auto_read(true);  // keep draining, even if reads were paused
-      static_cast<LoopSocketChannel&>(*ch).event_loop().schedule(
-          lingering_close_time, [weak](std::error_code) {
-            if (auto c = weak.lock()) {
-              c->close();
-            }
-          });
+      ch->executor().schedule(lingering_close_time, [weak] {
+        if (auto c = weak.lock()) {
+          c->close();
+        }
+      });
     });
   }
 
@@ -299,13 +298,8 @@ int main(int argc, char** argv) {
       EventLoop& loop = workers.loop(i);
       cache_of[&loop] = cache;
       // A deleted or replaced file is let go of even if nobody asks for it again.
-      loop.execute([&loop, &root, cache] {
-        loop.schedule_at_fixed_rate(cache_sweep_period, cache_sweep_period,
-                                    [&root, cache](std::error_code e) {
-                                      if (!e) {
-                                        cache->sweep(root, OpenFileCache::Clock::now());
-                                      }
-                                    });
+      loop.schedule_at_fixed_rate(cache_sweep_period, cache_sweep_period, [&root, cache] {
+        cache->sweep(root, OpenFileCache::Clock::now());
       });
     }
     // File bodies stay in their files until the client's window opens, instead of megabytes

@@ -107,7 +107,8 @@ KvClient::KvClient(EventLoopGroup& group, const SocketAddress& server)
 
 KvClient::~KvClient() {
   if (channel_) {
-    await_future(channel_->close());
+    std::error_code ignored;
+    channel_->close().sync(ignored);
   }
   fail_all(*state_, std::make_error_code(std::errc::connection_aborted));
 }

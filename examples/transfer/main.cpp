@@ -511,8 +511,8 @@ class Receiver {
 
   void start_header_timer() {
     if (timeouts_.header.count() <= 0) return;
-    timer_ = loop_.schedule(timeouts_.header, [this](std::error_code ec) {
-      if (ec || ending_ || rx_.phase() != TransferReceiver::Phase::header) return;
+    timer_ = loop_.schedule(timeouts_.header, [this] {
+      if (ending_ || rx_.phase() != TransferReceiver::Phase::header) return;
       time_out(exit_header_timeout, "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
                                         std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
     });
@@ -525,8 +525,8 @@ class Receiver {
   }
 
   void arm_idle(std::chrono::nanoseconds delay) {
-    timer_ = loop_.schedule(delay, [this](std::error_code ec) {
-      if (ec || ending_ || !idle_active_) return;
+    timer_ = loop_.schedule(delay, [this] {
+      if (ending_ || !idle_active_) return;
       if (!waiting_) {
         arm_idle(timeouts_.idle);
         return;
@@ -545,7 +545,7 @@ class Receiver {
 
   void stop_timer() {
     idle_active_ = false;
-    loop_.cancel(timer_);
+    timer_.cancel();
   }
 
   void time_out(int exit_status, const std::string& reason) {
@@ -576,7 +576,7 @@ class Receiver {
       ::shutdown(fd_, SHUT_WR);
       lingering_ = true;
       after_linger_ = then;
-      linger_timer_ = loop_.schedule(linger_time, [this](std::error_code) { end_linger(); });
+      linger_timer_ = loop_.schedule(linger_time, [this] { end_linger(); });
       drain(ByteBuffer::allocate(64 * 1024));
     });
   }
@@ -596,7 +596,7 @@ class Receiver {
   void end_linger() {
     if (!lingering_) return;
     lingering_ = false;
-    loop_.cancel(linger_timer_);
+    linger_timer_.cancel();
     loop_.cancel(drain_op_);
     after_linger_();
   }
@@ -627,14 +627,14 @@ class Receiver {
   int status_ = exit_failed;
   bool ending_ = false;   // the transfer is over (refused, failed or verified): its handlers stop
   bool stopped_ = false;  // the loop is stopping
-  OperationHandle timer_;  // the header timer, then the idle timer
+  ScheduledFuture timer_;  // the header timer, then the idle timer
   bool idle_active_ = false;
   OperationHandle sender_op_;  // the read or splice from the socket in flight
   bool waiting_ = false;
   Clock::time_point waiting_since_{};
   bool lingering_ = false;
   std::function<void()> after_linger_;
-  OperationHandle linger_timer_;
+  ScheduledFuture linger_timer_;
   OperationHandle drain_op_;
 };
 

@@ -20,6 +20,7 @@
 // loop/: the event loop over io_uring or epoll (<niox/asio.hpp> is separate: it needs Asio)
 #include <niox/loop/event_loop.hpp>
 #include <niox/loop/event_loop_group.hpp>
+#include <niox/loop/executor.hpp>
 #include <niox/loop/loop_counters.hpp>
 
 // transport/: Netty-style channels, pipeline, handlers, outbound buffer, codecs
@@ -40,5 +41,4 @@
 #include <niox/transport/transport_error.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/channel_option.hpp>
-#include <niox/transport/loop_executor.hpp>
 #include <niox/transport/loop_socket_channel.hpp>

@@ -37,10 +37,7 @@ class LoopCategory final : public std::error_category {
   }
 };
 
-int current_tid() noexcept {
-  thread_local int tid = static_cast<int>(::syscall(SYS_gettid));
-  return tid;
-}
+int current_tid() noexcept { return detail::current_thread_id(); }
 
 std::error_code errno_code(long neg) noexcept {
   return {static_cast<int>(-neg), std::generic_category()};
@@ -265,6 +262,13 @@ void LoopCore::unlink(Operation* op) noexcept {
 }
 
 OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
+  if (int bound = thread_tid_.load(std::memory_order_relaxed); bound != 0 && bound != current_tid()) {
+    // The loop's state belongs to its thread: an operation started elsewhere would race with
+    // it and might never be seen. Say so now instead of losing it.
+    throw IllegalStateException(
+        "niox: an EventLoop operation was started off the loop's thread; hand it over with "
+        "EventLoop::execute()");
+  }
   bool reads = a.kind == OpKind::read || a.kind == OpKind::recvmsg || a.kind == OpKind::read_at;
   if (reads) {
     if (a.single && a.single->is_read_only() && a.single->has_remaining()) throw ReadOnlyBufferException();
@@ -794,8 +798,27 @@ LoopCounters LoopCore::counters() const noexcept {
 // ---- EventLoop ------------------------------------------------------------------------------
 
 EventLoop::EventLoop() : EventLoop(Options{}) {}
-EventLoop::EventLoop(Options options) : core_(std::make_unique<detail::LoopCore>(options)) {}
-EventLoop::~EventLoop() = default;
+EventLoop::EventLoop(Options options)
+    : Executor(ThreadCheck::bound), core_(std::make_unique<detail::LoopCore>(options)) {}
+
+namespace {
+// Marks the calling thread as a loop thread while the loop runs handlers on it, so that a
+// blocking wait there is refused instead of freezing the loop.
+struct LoopThreadScope {
+  LoopThreadScope() noexcept { detail::enter_loop_thread(); }
+  ~LoopThreadScope() { detail::leave_loop_thread(); }
+  LoopThreadScope(const LoopThreadScope&) = delete;
+  LoopThreadScope& operator=(const LoopThreadScope&) = delete;
+};
+}  // namespace
+
+EventLoop::~EventLoop() {
+  // From now on channels, promises and timers that outlive the loop find it gone. What is
+  // still queued runs (or is aborted) below, on this thread.
+  retire();
+  LoopThreadScope scope;
+  core_.reset();
+}
 
 bool EventLoop::backend_available(BackendKind kind) {
   if (kind == BackendKind::automatic) return true;
@@ -804,14 +827,95 @@ bool EventLoop::backend_available(BackendKind kind) {
 }
 
 BackendKind EventLoop::backend() const noexcept { return core_->kind(); }
-void EventLoop::run() { core_->run(); }
+void EventLoop::run() {
+  bind_thread(detail::current_thread_id());
+  LoopThreadScope scope;
+  core_->run();
+}
 std::size_t EventLoop::run_once(std::chrono::milliseconds timeout) {
+  bind_thread(detail::current_thread_id());
+  LoopThreadScope scope;
   return core_->run_once(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
 }
 void EventLoop::stop() { core_->stop(); }
-void EventLoop::shutdown() { core_->shutdown(); }
-bool EventLoop::in_loop_thread() const noexcept { return core_->in_loop_thread(); }
-void EventLoop::execute(detail::UniqueFunction<void()> task) { core_->execute(std::move(task)); }
+void EventLoop::shutdown() {
+  bind_thread(detail::current_thread_id());
+  LoopThreadScope scope;
+  core_->shutdown();
+}
+bool EventLoop::in_event_loop() const noexcept { return core_->in_loop_thread(); }
+void EventLoop::execute(Runnable task) { core_->execute(std::move(task)); }
+
+ScheduledFuture EventLoop::schedule(std::chrono::nanoseconds delay, Runnable task) {
+  return schedule_at_fixed_rate(delay, std::chrono::nanoseconds(0), std::move(task));
+}
+
+void EventLoop::cancel_timer(const std::shared_ptr<detail::ScheduledState>& state) noexcept {
+  auto link = state->owner.lock();
+  if (!link) {
+    return;
+  }
+  if (link->in_event_loop()) {
+    auto& loop = static_cast<EventLoop&>(link->executor());
+    loop.core_->cancel(OperationHandle{state->timer_index, state->timer_generation});
+    return;
+  }
+  try {
+    Runnable r([state] { cancel_timer(state); });
+    link->execute(r);
+  } catch (...) {
+    // Out of memory: the timer is released at its deadline instead.
+  }
+}
+
+ScheduledFuture EventLoop::schedule_at_fixed_rate(std::chrono::nanoseconds initial,
+                                                  std::chrono::nanoseconds period, Runnable task) {
+  auto state = detail::new_scheduled_state();
+  state->task = std::move(task);
+  state->on_cancel = &EventLoop::cancel_timer;
+  state->owner = link();
+  // The timer operation holds only the state: its handler fits the operation's inline storage.
+  auto arm = [this, initial, period, state]() mutable {
+    if (state->is_done()) {
+      state->task = nullptr;
+      return;
+    }
+    detail::OpArgs a{detail::OpKind::timer};
+    a.delay = initial;
+    a.period = period;
+    bool periodic = period.count() > 0;
+    OperationHandle h = core_->start(a, [this, state, periodic](detail::Completion& c) mutable {
+      if (c.ec) {
+        state->task = nullptr;  // aborted (loop shutdown): it never runs
+        return;
+      }
+      if (!periodic) {
+        if (state->claim_for_run()) state->task();
+        state->task = nullptr;
+        return;
+      }
+      if (state->is_done()) {
+        state->task = nullptr;
+        core_->cancel(OperationHandle{state->timer_index, state->timer_generation});
+        return;
+      }
+      state->task();
+    });
+    state->timer_index = h.index;
+    state->timer_generation = h.generation;
+  };
+  if (core_->in_loop_thread() || !core_->bound()) {
+    arm();
+  } else {
+    Runnable r(std::move(arm));
+    if (!link()->execute(r)) {
+      // The loop is gone: the task can never run.
+      state->status.store(detail::ScheduledState::cancelled, std::memory_order_release);
+      state->task = nullptr;
+    }
+  }
+  return ScheduledFuture(std::move(state));
+}
 bool EventLoop::cancel(OperationHandle handle) { return core_->cancel(handle); }
 std::error_code EventLoop::close(int fd) { return core_->close(fd, true); }
 void EventLoop::release(int fd) { core_->close(fd, false); }

@@ -33,6 +33,9 @@ EventLoopGroup::EventLoopGroup(Options options) {
         built.set_exception(std::current_exception());
         return;
       }
+      // One turn binds the loop to this thread before anyone else can see it: from then on an
+      // operation started from another thread is refused instead of racing with the loop.
+      loop->run_once(std::chrono::milliseconds(0));
       loops_[i] = loop.get();
       built.set_value();
       loop->run();

@@ -12,6 +12,10 @@
 
 namespace niox::detail {
 
+// Defined with the Executor: the calling thread runs an EventLoop while between the two.
+void enter_loop_thread() noexcept;
+void leave_loop_thread() noexcept;
+
 // Counters written by the loop thread only; relaxed atomics so other threads may read them.
 struct AtomicCounters {
   std::atomic<std::uint64_t> loop_turns{0}, kernel_entries{0}, ops_submitted{0}, ops_completed{0},
@@ -37,6 +41,8 @@ class LoopCore {
   void shutdown();
   void execute(UniqueFunction<void()> task);
   bool in_loop_thread() const noexcept;
+  // A thread has run (or shut down) the loop: from then on only that thread starts operations.
+  bool bound() const noexcept { return thread_tid_.load(std::memory_order_relaxed) != 0; }
   LoopCounters counters() const noexcept;
   std::size_t pending() const noexcept { return live_ops_; }
   std::size_t timer_heap_size() const noexcept { return timers_.size(); }

@@ -1,10 +1,8 @@
 #include <niox/transport/bootstrap.hpp>
-#include <niox/transport/loop_executor.hpp>
 #include <niox/transport/transport_error.hpp>
 
 #include "transport/log.hpp"
 
-#include <future>
 #include <stdexcept>
 
 namespace niox {
@@ -21,21 +19,6 @@ void ChannelInitializer::handler_added(ChannelHandlerContext& ctx) {
     return;
   }
   pipeline.remove(*this);
-}
-
-std::error_code await_future(const ChannelFuture& future) {
-  auto done = std::make_shared<std::promise<std::error_code>>();
-  auto result = done->get_future();
-  ChannelFuture f = future;
-  f.add_listener([done](const std::error_code& ec) { done->set_value(ec); });
-  return result.get();
-}
-
-BootstrapFuture& BootstrapFuture::sync() {
-  if (auto ec = await()) {
-    throw std::system_error(ec);
-  }
-  return *this;
 }
 
 namespace {
@@ -92,7 +75,7 @@ BootstrapFuture Bootstrap::connect(const SocketAddress& remote) const {
   try {
     ch = LoopSocketChannel::open(loop, remote.family());
   } catch (const std::system_error& e) {
-    ChannelPromise failed(LoopExecutor::of(loop));
+    ChannelPromise failed(loop);
     failed.try_failure(e.code());
     return BootstrapFuture(failed.future(), nullptr);
   }

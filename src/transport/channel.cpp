@@ -2,6 +2,9 @@
 #include <niox/transport/transport_error.hpp>
 
 #include "transport/log.hpp"
+#include "transport/run_on_loop.hpp"
+
+#include <future>
 
 #include <atomic>
 
@@ -11,14 +14,51 @@ namespace {
 std::atomic<Channel::Id> next_channel_id{1};
 }  // namespace
 
+namespace detail {
+
+bool must_hop(const Channel& channel) noexcept {
+  // Before any thread ran the loop, its owner sets things up from its own thread.
+  return !channel.link_->in_event_loop() && !channel.link_->unbound();
+}
+
+void run_on_loop_and_wait(Channel& channel, const std::function<void()>& f) {
+  if (!must_hop(channel)) {
+    f();
+    return;
+  }
+  if (detail::on_loop_thread()) {
+    throw BlockingOperationException(
+        "niox: changing a channel of another event loop from a loop thread would block this "
+        "loop; hand the change over with execute()");
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  auto result = done->get_future();
+  Runnable task([self = channel.shared_from_this(), done, &f] {
+    try {
+      f();
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  });
+  if (!channel.link_->execute(task)) {
+    throw IllegalStateException("niox: the channel's event loop is gone");
+  }
+  result.get();
+}
+
+}  // namespace detail
+
 // ---- ChannelConfig ------------------------------------------------------------------------
 
 ChannelConfig& ChannelConfig::set_auto_read(bool on) {
-  bool was = auto_read_;
-  auto_read_ = on;
-  if (on && !was) {
-    channel_.read();
-  }
+  detail::run_on_loop_and_wait(channel_, [&] {
+    bool was = auto_read_;
+    auto_read_ = on;
+    if (on && !was) {
+      channel_.read();
+    }
+  });
   return *this;
 }
 
@@ -26,35 +66,43 @@ WriteBufferWaterMark ChannelConfig::write_buffer_water_mark() const noexcept {
   return channel_.outbound_.water_mark();
 }
 ChannelConfig& ChannelConfig::set_write_buffer_water_mark(WriteBufferWaterMark mark) {
-  channel_.outbound_.set_water_mark(mark);
+  detail::run_on_loop_and_wait(channel_, [&] { channel_.outbound_.set_water_mark(mark); });
   return *this;
 }
 std::size_t ChannelConfig::write_buffer_hard_limit() const noexcept {
   return channel_.outbound_.hard_limit();
 }
-ChannelConfig& ChannelConfig::set_write_buffer_hard_limit(std::size_t bytes) noexcept {
-  channel_.outbound_.set_hard_limit(bytes);
+ChannelConfig& ChannelConfig::set_write_buffer_hard_limit(std::size_t bytes) {
+  detail::run_on_loop_and_wait(channel_, [&] { channel_.outbound_.set_hard_limit(bytes); });
   return *this;
 }
 ChannelConfig& ChannelConfig::set_max_messages_per_read(int n) {
   if (n <= 0) {
     throw IllegalArgumentException("max_messages_per_read must be positive");
   }
-  max_messages_per_read_ = n;
+  detail::run_on_loop_and_wait(channel_, [&] { max_messages_per_read_ = n; });
   return *this;
 }
 ChannelConfig& ChannelConfig::set_write_spin_count(int n) {
   if (n <= 0) {
     throw IllegalArgumentException("write_spin_count must be positive");
   }
-  write_spin_count_ = n;
+  detail::run_on_loop_and_wait(channel_, [&] { write_spin_count_ = n; });
+  return *this;
+}
+ChannelConfig& ChannelConfig::set_allow_half_closure(bool on) {
+  detail::run_on_loop_and_wait(channel_, [&] { allow_half_closure_ = on; });
+  return *this;
+}
+ChannelConfig& ChannelConfig::set_connect_timeout(std::chrono::milliseconds t) {
+  detail::run_on_loop_and_wait(channel_, [&] { connect_timeout_ = t; });
   return *this;
 }
 std::size_t ChannelConfig::max_bytes_per_gathering_write() const noexcept {
   return channel_.outbound_.max_bytes_per_write();
 }
-ChannelConfig& ChannelConfig::set_max_bytes_per_gathering_write(std::size_t bytes) noexcept {
-  channel_.outbound_.set_max_bytes_per_write(bytes);
+ChannelConfig& ChannelConfig::set_max_bytes_per_gathering_write(std::size_t bytes) {
+  detail::run_on_loop_and_wait(channel_, [&] { channel_.outbound_.set_max_bytes_per_write(bytes); });
   return *this;
 }
 
@@ -62,6 +110,7 @@ ChannelConfig& ChannelConfig::set_max_bytes_per_gathering_write(std::size_t byte
 
 Channel::Channel(Executor& executor)
     : executor_(&executor),
+      link_(executor.link()),
       id_(next_channel_id.fetch_add(1, std::memory_order_relaxed)),
       config_(*this),
       close_promise_(executor),
@@ -82,26 +131,17 @@ std::size_t Channel::bytes_before_writable() const noexcept {
   return outbound_.bytes_before_writable();
 }
 
-template <class F>
-void Channel::on_loop(F&& f) {
-  if (executor_->in_event_loop()) {
-    f();
-  } else {
-    // The task holds the channel: a socket channel is owned by shared_ptr; one that is not
-    // (a stack EmbeddedChannel) is always on its loop and never gets here.
-    executor_->execute([self = shared_from_this(), g = std::forward<F>(f)]() mutable { g(); });
-  }
-}
-
 ChannelFuture Channel::write(Message msg) {
   auto p = new_promise();
   write(std::move(msg), p);
   return p.future();
 }
 void Channel::write(Message msg, ChannelPromise promise) {
-  on_loop([this, m = std::move(msg), p = std::move(promise)]() mutable {
-    pipeline_.write(std::move(m), std::move(p));
-  });
+  if (!on_loop([this, m = std::move(msg), p = promise]() mutable {
+        pipeline_.write(std::move(m), std::move(p));
+      })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 ChannelFuture Channel::write_and_flush(Message msg) {
   auto p = new_promise();
@@ -109,9 +149,11 @@ ChannelFuture Channel::write_and_flush(Message msg) {
   return p.future();
 }
 void Channel::write_and_flush(Message msg, ChannelPromise promise) {
-  on_loop([this, m = std::move(msg), p = std::move(promise)]() mutable {
-    pipeline_.write_and_flush(std::move(m), std::move(p));
-  });
+  if (!on_loop([this, m = std::move(msg), p = promise]() mutable {
+        pipeline_.write_and_flush(std::move(m), std::move(p));
+      })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 Channel& Channel::flush() {
   on_loop([this] { pipeline_.flush(); });
@@ -127,7 +169,12 @@ ChannelFuture Channel::close() {
   return p.future();
 }
 void Channel::close(ChannelPromise promise) {
-  on_loop([this, p = std::move(promise)]() mutable { pipeline_.close(std::move(p)); });
+  if (!on_loop([this, p = promise]() mutable { pipeline_.close(std::move(p)); })) {
+    // The loop is gone: nothing runs there any more, so the transport lets go of its
+    // descriptor here, once.
+    do_close_without_loop();
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 ChannelFuture Channel::shutdown_output() {
   auto p = new_promise();
@@ -135,7 +182,9 @@ ChannelFuture Channel::shutdown_output() {
   return p.future();
 }
 void Channel::shutdown_output(ChannelPromise promise) {
-  on_loop([this, p = std::move(promise)]() mutable { pipeline_.shutdown_output(std::move(p)); });
+  if (!on_loop([this, p = promise]() mutable { pipeline_.shutdown_output(std::move(p)); })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 
 bool Channel::accepts_outbound(const Message& msg) const noexcept {

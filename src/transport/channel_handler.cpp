@@ -5,6 +5,8 @@
 
 #include "transport/log.hpp"
 
+#include <atomic>
+
 namespace niox {
 
 namespace detail {
@@ -33,6 +35,8 @@ std::error_code code_of(const std::exception_ptr& e) {
 }
 }  // namespace
 }  // namespace detail
+
+std::string exception_message(const std::exception_ptr& cause) { return detail::describe(cause); }
 
 // ---- ChannelHandler defaults: forward -----------------------------------------------------
 
@@ -67,6 +71,33 @@ void ChannelHandler::shutdown_output(ChannelHandlerContext& ctx, ChannelPromise 
 
 // ---- ChannelHandlerContext ----------------------------------------------------------------
 
+namespace {
+std::atomic<std::uint64_t> next_context_serial{1};
+}  // namespace
+
+ChannelHandlerContext::ChannelHandlerContext(ChannelPipeline& pipeline, std::string name,
+                                             std::shared_ptr<ChannelHandler> handler)
+    : pipeline_(&pipeline),
+      name_(std::move(name)),
+      handler_(std::move(handler)),
+      serial_(next_context_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
+template <class Op, class Gone>
+bool ChannelHandlerContext::on_loop(Op&& op, Gone&& gone) {
+  Channel& ch = channel();
+  // The task holds the channel (and so the pipeline); the context is looked up again on the
+  // loop, since it may have been removed and freed in between.
+  Runnable task([self = ch.shared_from_this(), ctx = this, serial = serial_,
+                 o = std::forward<Op>(op), g = std::forward<Gone>(gone)]() mutable {
+    if (auto* c = self->pipeline().find_live(ctx, serial)) {
+      o(*c);
+    } else {
+      g(*self);
+    }
+  });
+  return ch.link_->execute(task);
+}
+
 Channel& ChannelHandlerContext::channel() const noexcept { return pipeline_->channel(); }
 Executor& ChannelHandlerContext::executor() const noexcept { return channel().executor(); }
 ChannelPromise ChannelHandlerContext::new_promise() const { return channel().new_promise(); }
@@ -100,13 +131,27 @@ ChannelHandlerContext& ChannelHandlerContext::fire_exception_caught(std::excepti
   return *this;
 }
 
+// Off the loop thread each outbound call hops there (on_loop); a context removed meanwhile
+// fails a write with handler_removed and starts the other operations at the tail; a dead loop
+// fails them with channel_closed.
+
 ChannelFuture ChannelHandlerContext::write(Message msg) {
   auto p = new_promise();
   write(std::move(msg), p);
   return p.future();
 }
 void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
-  prev_->invoke_write(std::move(msg), std::move(promise));
+  if (channel().in_event_loop()) {
+    prev_->invoke_write(std::move(msg), std::move(promise));
+    return;
+  }
+  if (!on_loop(
+          [m = std::move(msg), p = promise](ChannelHandlerContext& c) mutable {
+            c.prev_->invoke_write(std::move(m), std::move(p));
+          },
+          [p = promise](Channel&) mutable { p.try_failure(transport::Errc::handler_removed); })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   auto p = new_promise();
@@ -114,6 +159,16 @@ ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   return p.future();
 }
 void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise) {
+  if (!channel().in_event_loop()) {
+    if (!on_loop(
+            [m = std::move(msg), p = promise](ChannelHandlerContext& c) mutable {
+              c.write_and_flush(std::move(m), std::move(p));
+            },
+            [p = promise](Channel&) mutable { p.try_failure(transport::Errc::handler_removed); })) {
+      promise.try_failure(transport::Errc::channel_closed);
+    }
+    return;
+  }
   // Keep prev_ now, and keep it alive: the write may remove handlers.
   ChannelPipeline::Frame frame(*pipeline_);
   auto* target = prev_;
@@ -121,11 +176,21 @@ void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise)
   target->invoke_flush();
 }
 ChannelHandlerContext& ChannelHandlerContext::flush() {
-  prev_->invoke_flush();
+  if (channel().in_event_loop()) {
+    prev_->invoke_flush();
+  } else {
+    on_loop([](ChannelHandlerContext& c) { c.prev_->invoke_flush(); },
+            [](Channel& ch) { ch.pipeline().flush(); });
+  }
   return *this;
 }
 ChannelHandlerContext& ChannelHandlerContext::read() {
-  prev_->invoke_read();
+  if (channel().in_event_loop()) {
+    prev_->invoke_read();
+  } else {
+    on_loop([](ChannelHandlerContext& c) { c.prev_->invoke_read(); },
+            [](Channel& ch) { ch.pipeline().read(); });
+  }
   return *this;
 }
 ChannelFuture ChannelHandlerContext::close() {
@@ -134,7 +199,14 @@ ChannelFuture ChannelHandlerContext::close() {
   return p.future();
 }
 void ChannelHandlerContext::close(ChannelPromise promise) {
-  prev_->invoke_close(std::move(promise));
+  if (channel().in_event_loop()) {
+    prev_->invoke_close(std::move(promise));
+    return;
+  }
+  if (!on_loop([p = promise](ChannelHandlerContext& c) mutable { c.prev_->invoke_close(std::move(p)); },
+               [p = promise](Channel& ch) mutable { ch.pipeline().close(std::move(p)); })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 ChannelFuture ChannelHandlerContext::shutdown_output() {
   auto p = new_promise();
@@ -142,7 +214,17 @@ ChannelFuture ChannelHandlerContext::shutdown_output() {
   return p.future();
 }
 void ChannelHandlerContext::shutdown_output(ChannelPromise promise) {
-  prev_->invoke_shutdown_output(std::move(promise));
+  if (channel().in_event_loop()) {
+    prev_->invoke_shutdown_output(std::move(promise));
+    return;
+  }
+  if (!on_loop(
+          [p = promise](ChannelHandlerContext& c) mutable {
+            c.prev_->invoke_shutdown_output(std::move(p));
+          },
+          [p = promise](Channel& ch) mutable { ch.pipeline().shutdown_output(std::move(p)); })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
 }
 
 // Invocations: a throwing inbound handler's exception goes to its own exception_caught; a
@@ -187,9 +269,13 @@ void ChannelHandlerContext::invoke_exception_caught(std::exception_ptr cause) {
   try {
     handler_->exception_caught(*this, cause);
   } catch (...) {
-    // Netty logs and drops here too: feeding it back could loop forever.
-    detail::log_warn("handler '{}' threw from exception_caught: {} (while handling: {})", name_,
-                     detail::describe(std::current_exception()), detail::describe(cause));
+    // Feeding it back could loop forever, and leaving the channel open would leave a
+    // connection nothing handles any more: log it and close.
+    detail::log_warn("channel {}: handler '{}' threw from exception_caught: {} (while handling: "
+                     "{}); closing the channel",
+                     channel().id(), name_, detail::describe(std::current_exception()),
+                     detail::describe(cause));
+    channel().close_for_transport();
   }
 }
 

@@ -3,6 +3,7 @@
 #include <niox/transport/transport_error.hpp>
 
 #include "transport/log.hpp"
+#include "transport/run_on_loop.hpp"
 
 #include <algorithm>
 
@@ -86,6 +87,16 @@ ChannelHandlerContext* ChannelPipeline::find(std::string_view name) const noexce
   return nullptr;
 }
 
+ChannelHandlerContext* ChannelPipeline::find_live(const ChannelHandlerContext* ctx,
+                                                  std::uint64_t serial) const noexcept {
+  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+    if (c == ctx && c->serial_ == serial) {
+      return c;
+    }
+  }
+  return nullptr;
+}
+
 ChannelHandlerContext& ChannelPipeline::get_context_or_throw(std::string_view name) const {
   auto* c = find(name);
   if (c == nullptr) {
@@ -130,6 +141,10 @@ void ChannelPipeline::insert_after(ChannelHandlerContext* prev,
 }
 
 ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<ChannelHandler> h) {
+  if (detail::must_hop(*channel_)) {
+    detail::run_on_loop_and_wait(*channel_, [&] { add_first(std::move(name), std::move(h)); });
+    return *this;
+  }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
@@ -140,6 +155,10 @@ ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<Ch
 }
 
 ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<ChannelHandler> h) {
+  if (detail::must_hop(*channel_)) {
+    detail::run_on_loop_and_wait(*channel_, [&] { add_last(std::move(name), std::move(h)); });
+    return *this;
+  }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
@@ -151,6 +170,10 @@ ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<Cha
 
 ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::string name,
                                              std::shared_ptr<ChannelHandler> h) {
+  if (detail::must_hop(*channel_)) {
+    detail::run_on_loop_and_wait(*channel_, [&] { add_before(base_name, std::move(name), std::move(h)); });
+    return *this;
+  }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
@@ -163,6 +186,10 @@ ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::st
 
 ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::string name,
                                             std::shared_ptr<ChannelHandler> h) {
+  if (detail::must_hop(*channel_)) {
+    detail::run_on_loop_and_wait(*channel_, [&] { add_after(base_name, std::move(name), std::move(h)); });
+    return *this;
+  }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
@@ -191,10 +218,19 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
 void ChannelPipeline::release_removed() noexcept { removed_.clear(); }
 
 std::shared_ptr<ChannelHandler> ChannelPipeline::remove(std::string_view name) {
+  if (detail::must_hop(*channel_)) {
+    std::shared_ptr<ChannelHandler> removed;
+    detail::run_on_loop_and_wait(*channel_, [&] { removed = remove(name); });
+    return removed;
+  }
   return unlink(get_context_or_throw(name));
 }
 
 ChannelPipeline& ChannelPipeline::remove(const ChannelHandler& handler) {
+  if (detail::must_hop(*channel_)) {
+    detail::run_on_loop_and_wait(*channel_, [&] { remove(handler); });
+    return *this;
+  }
   auto* ctx = context(handler);
   if (ctx == nullptr) {
     throw NoSuchElementException("handler is not in the pipeline");
@@ -206,6 +242,11 @@ ChannelPipeline& ChannelPipeline::remove(const ChannelHandler& handler) {
 std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_name,
                                                          std::string new_name,
                                                          std::shared_ptr<ChannelHandler> h) {
+  if (detail::must_hop(*channel_)) {
+    std::shared_ptr<ChannelHandler> old;
+    detail::run_on_loop_and_wait(*channel_, [&] { old = replace(old_name, std::move(new_name), std::move(h)); });
+    return old;
+  }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }

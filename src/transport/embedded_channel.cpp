@@ -11,8 +11,8 @@ namespace niox {
 
 // ---- EmbeddedEventLoop --------------------------------------------------------------------
 
-ScheduledFuture EmbeddedEventLoop::schedule(std::chrono::nanoseconds delay, Task task) {
-  auto state = std::make_shared<detail::ScheduledState>();
+ScheduledFuture EmbeddedEventLoop::schedule(std::chrono::nanoseconds delay, Runnable task) {
+  auto state = detail::new_scheduled_state();
   if (delay.count() < 0) {
     delay = std::chrono::nanoseconds(0);
   }

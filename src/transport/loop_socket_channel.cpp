@@ -1,4 +1,3 @@
-#include <niox/transport/loop_executor.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
@@ -137,7 +136,7 @@ void ChannelOptions::apply_to_config(Channel& channel) const {
 // ---- LoopSocketChannel --------------------------------------------------------------------
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
-    : Channel(LoopExecutor::of(loop)),
+    : Channel(loop),
       loop_(&loop),
       fd_(fd),
       family_(family),
@@ -146,7 +145,8 @@ LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
   socklen_t len = sizeof sndbuf;
   if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0) {
     // Netty's starting budget: twice SO_SNDBUF, adapted per write afterwards.
-    config().set_max_bytes_per_gathering_write(static_cast<std::size_t>(sndbuf) * 2);
+    // (Straight into the outbound buffer: nobody else can see the channel yet.)
+    mutable_outbound_buffer().set_max_bytes_per_write(static_cast<std::size_t>(sndbuf) * 2);
   }
 }
 
@@ -177,10 +177,10 @@ LoopSocketChannel::~LoopSocketChannel() {
   if (fd_ >= 0) {
     // Never activated (or the loop is gone): nothing of ours is in the kernel, since every
     // operation holds the channel. Tell the loop to forget the descriptor when we are on it.
-    if (loop_->in_loop_thread()) {
+    if (in_event_loop()) {
       loop_->close(fd_);
     } else {
-      ::close(fd_);
+      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
     }
   }
 }
@@ -218,28 +218,23 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
                                  [s = self()](std::error_code ec) { s->on_connected(ec); });
     auto timeout = config().connect_timeout();
     if (timeout.count() > 0) {
-      connect_timer_ = loop_->schedule(timeout, [s = self()](std::error_code ec) {
-        if (!ec && s->connecting_) {
+      connect_timer_ = loop_->schedule(timeout, [s = self()] {
+        if (s->connecting_) {
           s->connect_timed_out_ = true;
           s->loop_->cancel(s->connect_op_);
         }
       });
     }
   };
-  if (loop_->in_loop_thread()) {
-    run();
-  } else {
-    loop_->execute([s = self(), r = std::move(run)]() mutable { r(); });
+  if (!on_loop(std::move(run))) {
+    promise.try_failure(transport::Errc::channel_closed);
   }
 }
 
 void LoopSocketChannel::on_connected(std::error_code ec) {
   connecting_ = false;
   connect_op_ = {};
-  if (connect_timer_) {
-    loop_->cancel(connect_timer_);
-    connect_timer_ = {};
-  }
+  connect_timer_.cancel();
   auto promise = std::move(connect_promise_);
   connect_promise_ = ChannelPromise();
   if (fd_ < 0) {
@@ -266,21 +261,17 @@ void LoopSocketChannel::become_active() {
   }
   active_ = true;
   keep_alive_ = self();
-  local_ = address_of(fd_, false);
-  remote_ = address_of(fd_, true);
+  set_addresses(address_of(fd_, false), address_of(fd_, true));
   notify_active();
 }
 
 ChannelFuture LoopSocketChannel::close_abortively() {
   auto p = new_promise();
-  auto run = [this, p]() mutable {
-    abort_on_close_ = true;
-    pipeline().close(std::move(p));
-  };
-  if (loop_->in_loop_thread()) {
-    run();
-  } else {
-    loop_->execute([s = self(), r = std::move(run)]() mutable { r(); });
+  if (!on_loop([this, p]() mutable {
+        abort_on_close_ = true;
+        pipeline().close(std::move(p));
+      })) {
+    p.try_failure(transport::Errc::channel_closed);
   }
   return p.future();
 }
@@ -533,10 +524,7 @@ void LoopSocketChannel::do_close() noexcept {
     linger l{1, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
   }
-  if (connect_timer_) {
-    loop_->cancel(connect_timer_);
-    connect_timer_ = {};
-  }
+  connect_timer_.cancel();
   int fd = fd_;
   fd_ = -1;
   loop_->close(fd);
@@ -548,6 +536,17 @@ void LoopSocketChannel::do_close() noexcept {
     loop_->execute([s = std::move(keep_alive_)] {});
     keep_alive_.reset();
   }
+}
+
+void LoopSocketChannel::do_close_without_loop() noexcept {
+  if (closed_without_loop_.exchange(true)) {
+    return;
+  }
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  auto last = std::move(keep_alive_);  // may be the last reference: released on return
 }
 
 std::error_code LoopSocketChannel::do_shutdown_output() noexcept {
@@ -563,7 +562,7 @@ std::error_code LoopSocketChannel::do_shutdown_output() noexcept {
 // ---- LoopServerSocketChannel --------------------------------------------------------------
 
 LoopServerSocketChannel::LoopServerSocketChannel(Token, EventLoop& loop, ChildLoopChooser chooser)
-    : Channel(LoopExecutor::of(loop)), loop_(&loop), chooser_(std::move(chooser)) {}
+    : Channel(loop), loop_(&loop), chooser_(std::move(chooser)) {}
 
 std::shared_ptr<LoopServerSocketChannel> LoopServerSocketChannel::create(EventLoop& loop,
                                                                          ChildLoopChooser chooser) {
@@ -573,10 +572,10 @@ std::shared_ptr<LoopServerSocketChannel> LoopServerSocketChannel::create(EventLo
 LoopServerSocketChannel::~LoopServerSocketChannel() {
   destroy_pipeline();
   if (fd_ >= 0) {
-    if (loop_->in_loop_thread()) {
+    if (in_event_loop()) {
       loop_->close(fd_);
     } else {
-      ::close(fd_);
+      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
     }
   }
 }
@@ -614,17 +613,15 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
     }
     fd_ = fd;
     family_ = family;
-    local_ = address_of(fd, false);
+    set_addresses(address_of(fd, false), std::nullopt);
     bound_ = true;
     keep_alive_ = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
     o.apply_to_config(*this);
     notify_active();  // reads (accepts) when AUTO_READ
     promise.try_success();
   };
-  if (loop_->in_loop_thread()) {
-    run();
-  } else {
-    loop_->execute([s = shared_from_this(), r = std::move(run)]() mutable { r(); });
+  if (!on_loop(std::move(run))) {
+    promise.try_failure(transport::Errc::channel_closed);
   }
 }
 
@@ -705,8 +702,8 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "accept")));
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
   bool requested = !multishot_;  // a failed single accept was asked for by read()
-  loop_->schedule(std::chrono::milliseconds(100), [s, requested](std::error_code e) {
-    if (!e && s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
+  loop_->schedule(std::chrono::milliseconds(100), [s, requested] {
+    if (s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
       s->do_read_begin();
     }
   });
@@ -731,6 +728,18 @@ void LoopServerSocketChannel::do_close() noexcept {
     loop_->execute([s = std::move(keep_alive_)] {});
     keep_alive_.reset();
   }
+}
+
+void LoopServerSocketChannel::do_close_without_loop() noexcept {
+  if (closed_without_loop_.exchange(true)) {
+    return;
+  }
+  closed_ = true;
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  auto last = std::move(keep_alive_);
 }
 
 void LoopServerSocketChannel::on_unhandled_inbound_message(Message msg) {

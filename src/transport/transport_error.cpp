@@ -28,6 +28,8 @@ class TransportCategory final : public std::error_category {
         return "file is shorter than the file region";
       case Errc::write_would_block:
         return "write would block";
+      case Errc::handler_removed:
+        return "the handler that started the operation was removed from the pipeline";
     }
     return "unknown niox.transport error";
   }

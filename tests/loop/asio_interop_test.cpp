@@ -87,8 +87,8 @@ TEST(AsioInterop, EventLoopEmbeddedInIoContext) {
   };
   arm();
   bool fired = false;
-  loop.schedule(std::chrono::milliseconds(5), [&](std::error_code ec) {
-    fired = !ec;
+  loop.schedule(std::chrono::milliseconds(5), [&] {
+    fired = true;
     io.stop();
   });
   io.run_for(std::chrono::seconds(10));

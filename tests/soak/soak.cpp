@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
           ch.pipeline().add_last("echo", std::make_shared<SoakEchoHandler>());
         }));
     auto bound = b.bind(niox::InetSocketAddress::loopback_v4(0));
-    if (auto ec = bound.await()) {
-      std::fprintf(stderr, "niox_soak: cannot listen: %s\n", ec.message().c_str());
+    std::error_code bind_error;
+    if (bound.sync(bind_error); bind_error) {
+      std::fprintf(stderr, "niox_soak: cannot listen: %s\n", bind_error.message().c_str());
       return 1;
     }
     sockaddr_storage to{};
@@ -370,7 +371,8 @@ int main(int argc, char** argv) {
       rc = 1;
     }
     ::close(ep);
-    niox::await_future(bound.channel()->close());
+    std::error_code ignored;
+    bound.channel()->close().sync(ignored);
     group.shutdown_gracefully();
   }
   return rc;

@@ -459,19 +459,20 @@ namespace {
 struct QueueExecutor : Executor {
   std::thread::id owner = std::this_thread::get_id();
   std::mutex mutex;
-  std::deque<Task> tasks;
-  void execute(Task t) override {
+  std::deque<Runnable> tasks;
+  ~QueueExecutor() override { retire(); }
+  void execute(Runnable t) override {
     std::lock_guard lock(mutex);
     tasks.push_back(std::move(t));
   }
   bool in_event_loop() const noexcept override { return std::this_thread::get_id() == owner; }
-  ScheduledFuture schedule(std::chrono::nanoseconds, Task t) override {
+  ScheduledFuture schedule(std::chrono::nanoseconds, Runnable t) override {
     execute(std::move(t));
     return {};
   }
   void run() {
     for (;;) {
-      Task t;
+      Runnable t;
       {
         std::lock_guard lock(mutex);
         if (tasks.empty()) {

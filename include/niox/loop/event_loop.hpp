@@ -50,9 +50,12 @@
 // the same number. Closing the loop (destructor or shutdown) aborts everything the same way.
 //
 // Threads.  run()/run_once() and every operation-starting call happen on the loop thread (or
-// before the loop runs). From any other thread use execute(), stop(), counters(). Handlers must
-// not block. Nothing throws across the loop: an exception escaping a handler or task is printed
-// on stderr and the loop goes on (the handler still counts as run).
+// before the loop first runs). Started from any other thread once the loop has run, an
+// operation throws IllegalStateException at once (hand the work over with execute()). From any
+// thread: execute(), schedule(), schedule_at_fixed_rate(), ScheduledFuture::cancel(), stop(),
+// counters(). Handlers must not block: waiting for a future on a loop thread throws
+// BlockingOperationException. Nothing throws across the loop: an exception escaping a handler
+// or task is reported through the log and the loop goes on (the handler still counts as run).
 //
 // Backends.  io_uring when a ring can be created (SINGLE_ISSUER|DEFER_TASKRUN where available,
 // COOP_TASKRUN otherwise), else epoll (edge-triggered), printed once on stderr.
@@ -67,6 +70,7 @@
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/detail/unique_function.hpp>
 #include <niox/loop/errors.hpp>
+#include <niox/loop/executor.hpp>
 #include <niox/loop/loop_counters.hpp>
 
 #include <chrono>
@@ -139,7 +143,7 @@ struct OpArgs {
 // Ignored where the descriptor is not a socket.
 enum class WriteFlags : std::uint8_t { none = 0, more = 1 };
 
-class EventLoop {
+class EventLoop final : public Executor {
  public:
   struct Options {
     // automatic: NIOX_BACKEND, else io_uring, else epoll. A named backend that cannot be used
@@ -161,9 +165,7 @@ class EventLoop {
   // Aborts every pending operation and timer (handlers run with operation_aborted), waits
   // until the kernel has released their buffers, then frees everything. Must run on the loop
   // thread, not while run() is active.
-  ~EventLoop();
-  EventLoop(const EventLoop&) = delete;
-  EventLoop& operator=(const EventLoop&) = delete;
+  ~EventLoop() override;
 
   // Whether `kind` can run on this machine (io_uring: a ring can be created).
   static bool backend_available(BackendKind kind);
@@ -181,11 +183,12 @@ class EventLoop {
   // the queued tasks, and returns once the kernel holds nothing of this loop. Operations
   // started afterwards complete with operation_aborted. On the loop thread, outside run().
   void shutdown();
-  bool in_loop_thread() const noexcept;
+  // Whether the calling thread is the one the loop runs on (bound by run()/run_once()).
+  bool in_event_loop() const noexcept override;
 
   // Thread-safe. Runs `task` on the loop thread in a later turn, in the order submitted. Wakes
   // a sleeping loop with one eventfd write, skipped when a wake-up is already on its way.
-  void execute(detail::UniqueFunction<void()> task);
+  void execute(Runnable task) override;
 
   // ---- Stream I/O ------------------------------------------------------------------------
   // Reads into buf's [position, limit); handler(std::error_code, std::size_t n, ByteBuffer buf).
@@ -329,27 +332,17 @@ class EventLoop {
   }
 
   // ---- Timers ----------------------------------------------------------------------------
-  // handler(std::error_code) after `delay`; operation_aborted if cancelled first.
-  template <class H>
-  OperationHandle schedule(std::chrono::nanoseconds delay, H&& handler) {
-    detail::OpArgs a{detail::OpKind::timer};
-    a.delay = delay;
-    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec); });
-  }
-  // handler(std::error_code{}) after `initial`, then every `period` (deadlines do not drift;
-  // missed periods are skipped, not bunched), until cancel() (one last call with
-  // operation_aborted).
-  template <class H>
-  OperationHandle schedule_at_fixed_rate(std::chrono::nanoseconds initial,
-                                         std::chrono::nanoseconds period, H&& handler) {
-    detail::OpArgs a{detail::OpKind::timer};
-    a.delay = initial;
-    a.period = period;
-    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec); });
-  }
+  // Thread-safe. Runs `task` on the loop thread after `delay` (negative: as soon as possible),
+  // unless the returned future is cancelled first. Off the loop thread the timer is armed by a
+  // task. A timer pending when the loop shuts down never runs.
+  ScheduledFuture schedule(std::chrono::nanoseconds delay, Runnable task) override;
+  // Thread-safe. Runs `task` after `initial`, then every `period` (deadlines do not drift;
+  // missed periods are skipped, not bunched), until the future is cancelled.
+  ScheduledFuture schedule_at_fixed_rate(std::chrono::nanoseconds initial,
+                                         std::chrono::nanoseconds period, Runnable task);
 
   // ---- Cancellation and descriptors ------------------------------------------------------
-  // Asks the operation or timer to stop. Returns false if it already completed (its handler
+  // Asks the operation to stop. Returns false if it already completed (its handler
   // ran or is about to with its real result). Otherwise its handler runs later, once, with
   // operation_aborted (and the bytes already moved).
   bool cancel(OperationHandle handle);
@@ -362,7 +355,7 @@ class EventLoop {
   // ---- Introspection and embedding -------------------------------------------------------
   // Snapshot; safe from any thread.
   LoopCounters counters() const noexcept;
-  // Operations and timers started and not yet completed.
+  // Operations and armed timers not yet completed.
   std::size_t pending() const noexcept;
   // A descriptor that polls readable when run_once(0ms) has something to do. Owned by the
   // loop. The first call switches the loop to embedded mode (a timerfd tracks the timers).
@@ -393,6 +386,8 @@ class EventLoop {
     return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.bytes); };
   }
   OperationHandle start(const detail::OpArgs& args, detail::CompletionFn fn);
+  // ScheduledFuture::cancel(): releases the timer on the loop thread.
+  static void cancel_timer(const std::shared_ptr<detail::ScheduledState>& state) noexcept;
 
   std::unique_ptr<detail::LoopCore> core_;
 };

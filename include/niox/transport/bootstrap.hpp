@@ -9,9 +9,10 @@
 //       ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
 //     }));
 //   BootstrapFuture bound = sb.bind(InetSocketAddress::loopback_v4(0));
-//   bound.sync();   // never on one of the group's loops
+//   bound.sync();   // waits; throws BlockingOperationException on a loop thread
 //
-// The groups must outlive the channels created here; a bootstrap may be reused and copied.
+// A bootstrap may be reused and copied. Channels may outlive their groups (their operations
+// then fail with channel_closed, see channel.hpp).
 // handler()/child_handler() instances are added to every channel created, so they must be
 // shareable between pipelines — a ChannelInitializer is (it only runs its function).
 #pragma once
@@ -41,10 +42,6 @@ class ChannelInitializer : public ChannelHandler {
   InitFunction init_;
 };
 
-// Blocks the calling thread until `future` completes; returns its failure (empty on
-// success). Must not be called on the loop that completes it.
-std::error_code await_future(const ChannelFuture& future);
-
 // The outcome of bind()/connect() and the channel it created (null when no channel could be
 // created, e.g. socket() failed).
 class BootstrapFuture : public ChannelFuture {
@@ -53,10 +50,15 @@ class BootstrapFuture : public ChannelFuture {
   BootstrapFuture(ChannelFuture future, std::shared_ptr<Channel> channel)
       : ChannelFuture(std::move(future)), channel_(std::move(channel)) {}
   const std::shared_ptr<Channel>& channel() const noexcept { return channel_; }
-  // Waits; throws std::system_error on failure (Netty's syncUninterruptibly).
-  BootstrapFuture& sync();
-  // Waits; returns the failure.
-  std::error_code await() const { return await_future(*this); }
+  // ChannelFuture::sync(), returning this future (`bind(...).sync().channel()`).
+  BootstrapFuture& sync() {
+    ChannelFuture::sync();
+    return *this;
+  }
+  BootstrapFuture& sync(std::error_code& ec) {
+    ChannelFuture::sync(ec);
+    return *this;
+  }
 
  private:
   std::shared_ptr<Channel> channel_;
@@ -120,8 +122,8 @@ class ServerBootstrap {
   const ChannelOptions& options() const noexcept { return options_; }
   const ChannelOptions& child_options() const noexcept { return child_options_; }
 
-  // Binds and listens. The channel is a LoopServerSocketChannel (local_address() tells the
-  // port once done). Throws std::logic_error without a group or a child handler.
+  // Binds and listens. The channel is a LoopServerSocketChannel (channel()->local_address()
+  // tells the port once done). Throws std::logic_error without a group or a child handler.
   BootstrapFuture bind(const SocketAddress& local) const;
 
  private:

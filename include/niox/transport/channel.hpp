@@ -1,11 +1,38 @@
 // Channel: a transport connection with a pipeline (Netty's io.netty.channel.Channel).
 //
-// A Channel belongs to one Executor (its event loop) for life; its pipeline, handlers and
-// outbound buffer are used on that thread only. The outbound operations here (write, flush,
-// read, close, shutdown_output) may be called from any thread: off the loop they are handed over
-// with execute(), and the task keeps the channel alive — so a channel used from other threads
-// must be owned by a std::shared_ptr. They enter the pipeline at the tail; the head turns them into
-// the transport operations below.
+// Threads and lifetime (the whole contract of the transport, in one place)
+// -----------------------------------------------------------------------
+//
+//    any thread                         the channel's loop thread
+//    ----------                         -------------------------
+//    Channel::write/flush/read/close/   --- hop (execute) --->  pipeline, handlers, outbound
+//    shutdown_output, ctx.write/...                              buffer, transport calls
+//    ChannelFuture::add_listener        <--- listeners run here ---
+//    ChannelFuture::sync()  (never on a loop thread: BlockingOperationException)
+//
+//  - A Channel belongs to one Executor (its EventLoop) for life. Its handlers, pipeline and
+//    outbound buffer are used on that thread only; every handler method runs there.
+//  - The outbound operations of a Channel and of a ChannelHandlerContext (write, write_and_flush,
+//    flush, read, close, shutdown_output) may be called from any thread: off the loop they hop
+//    to it with execute(), in call order per calling thread, and their futures complete there.
+//    A hop keeps the channel alive, so a channel used from other threads must be owned by a
+//    std::shared_ptr (every socket channel is). A context used from another thread must still
+//    be in the pipeline when the hop arrives; a write from a removed handler's context fails
+//    with Errc::handler_removed, its flush/read/close/shutdown_output start at the tail instead.
+//  - Pipeline changes (add_*, remove, replace) and config() setters may be called from any
+//    thread too: off the loop they run there and the caller waits for them (so their results
+//    and exceptions come back as usual); on another loop's thread that wait is refused with
+//    BlockingOperationException. The state queries (is_writable, config getters, pipeline
+//    lookups) are for the loop thread.
+//  - The channel may outlive its loop. Once its EventLoopGroup is shut down or destroyed, every
+//    outbound operation completes with Errc::channel_closed on the calling thread; nothing
+//    touches the dead loop. Closing the loop closes the channels that had an operation in it;
+//    one with nothing in the kernel (AUTO_READ off, no write) lets go of its descriptor when
+//    its owner calls close().
+//  - After close(): every queued write has failed once with channel_closed, channel_inactive
+//    follows on the loop, and further writes fail at once with channel_closed.
+//  - A handler that throws from an inbound method has the exception delivered to its own
+//    exception_caught(); one that throws from exception_caught() gets its channel closed.
 //
 // Concrete transports (the loop-backed socket channel, EmbeddedChannel) derive from Channel and
 // implement the "unsafe" part: do_write / do_close / do_shutdown_output / do_read_begin, and
@@ -17,9 +44,10 @@
 // write once with Errc::channel_closed.
 #pragma once
 
+#include <niox/channels/socket_address.hpp>
 #include <niox/transport/channel_future.hpp>
 #include <niox/transport/channel_pipeline.hpp>
-#include <niox/transport/executor.hpp>
+#include <niox/loop/executor.hpp>
 #include <niox/transport/message.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 
@@ -27,23 +55,29 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 namespace niox {
 
+class Channel;
+
 namespace detail {
 class HeadHandler;
 class TailHandler;
+void run_on_loop_and_wait(Channel& channel, const std::function<void()>& f);
+bool must_hop(const Channel& channel) noexcept;
 }  // namespace detail
-
-class Channel;
 
 // A user event the transport fires when the peer shut down its output (read returned EOF) and
 // allow_half_closure is on; otherwise EOF closes the channel.
 struct ChannelInputShutdownEvent {};
 
-// Netty's ChannelConfig: options every transport channel has.
+// Netty's ChannelConfig: options every transport channel has. Getters are for the loop thread;
+// a setter called from another thread runs on the loop and returns once it has (it throws
+// BlockingOperationException on another loop's thread).
 class ChannelConfig {
  public:
   bool is_auto_read() const noexcept { return auto_read_; }
@@ -54,13 +88,10 @@ class ChannelConfig {
   // Throws IllegalArgumentException if low > high.
   ChannelConfig& set_write_buffer_water_mark(WriteBufferWaterMark mark);
   std::size_t write_buffer_hard_limit() const noexcept;
-  ChannelConfig& set_write_buffer_hard_limit(std::size_t bytes) noexcept;
+  ChannelConfig& set_write_buffer_hard_limit(std::size_t bytes);
 
   bool is_allow_half_closure() const noexcept { return allow_half_closure_; }
-  ChannelConfig& set_allow_half_closure(bool on) noexcept {
-    allow_half_closure_ = on;
-    return *this;
-  }
+  ChannelConfig& set_allow_half_closure(bool on);
   // Reads per read event before read_complete (fairness between channels of one loop).
   int max_messages_per_read() const noexcept { return max_messages_per_read_; }
   ChannelConfig& set_max_messages_per_read(int n);
@@ -68,13 +99,10 @@ class ChannelConfig {
   int write_spin_count() const noexcept { return write_spin_count_; }
   ChannelConfig& set_write_spin_count(int n);
   std::chrono::milliseconds connect_timeout() const noexcept { return connect_timeout_; }
-  ChannelConfig& set_connect_timeout(std::chrono::milliseconds t) noexcept {
-    connect_timeout_ = t;
-    return *this;
-  }
+  ChannelConfig& set_connect_timeout(std::chrono::milliseconds t);
   // Byte budget of one gathering write (the transport seeds it from SO_SNDBUF).
   std::size_t max_bytes_per_gathering_write() const noexcept;
-  ChannelConfig& set_max_bytes_per_gathering_write(std::size_t bytes) noexcept;
+  ChannelConfig& set_max_bytes_per_gathering_write(std::size_t bytes);
 
  private:
   friend class Channel;
@@ -97,7 +125,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   Channel& operator=(const Channel&) = delete;
 
   Id id() const noexcept { return id_; }
+  // The channel's loop. Use it while the loop lives (on the loop thread it always does).
   Executor& executor() const noexcept { return *executor_; }
+  // Whether the calling thread is the channel's loop thread (false once the loop is gone).
+  bool in_event_loop() const noexcept { return link_->in_event_loop(); }
   ChannelPipeline& pipeline() noexcept { return pipeline_; }
   ChannelConfig& config() noexcept { return config_; }
   const OutboundBuffer& outbound_buffer() const noexcept { return outbound_; }
@@ -111,6 +142,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::size_t bytes_before_writable() const noexcept;
   bool is_output_shutdown() const noexcept { return output_shutdown_ || output_shutdown_pending_; }
   bool is_input_shutdown() const noexcept { return input_shutdown_; }
+
+  // The addresses of a connected or bound socket channel (known once it is active or bound);
+  // empty for a channel without a socket.
+  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
+  const std::optional<SocketAddress>& remote_address() const noexcept { return remote_; }
 
   // Completes when the channel has closed (always successfully).
   ChannelFuture close_future() const noexcept { return close_promise_.future(); }
@@ -129,10 +165,26 @@ class Channel : public std::enable_shared_from_this<Channel> {
   ChannelFuture shutdown_output();
   void shutdown_output(ChannelPromise promise);
 
-  ChannelPromise new_promise() const { return ChannelPromise(*executor_); }
+  ChannelPromise new_promise() const { return ChannelPromise(link_); }
 
  protected:
   explicit Channel(Executor& executor);
+
+  // Runs `f` on the loop thread: now when already there, else handed over (the task holds the
+  // channel). False when the loop is gone and `f` will never run.
+  template <class F>
+  bool on_loop(F&& f) {
+    if (link_->in_event_loop()) {
+      f();
+      return true;
+    }
+    Runnable task([self = shared_from_this(), g = std::forward<F>(f)]() mutable { g(); });
+    return link_->execute(task);
+  }
+  void set_addresses(std::optional<SocketAddress> local, std::optional<SocketAddress> remote) {
+    local_ = std::move(local);
+    remote_ = std::move(remote);
+  }
 
   // ---- The "unsafe" part a transport implements ---------------------------------------------
   // Drain the flushed prefix of `out` (gather/remove_bytes) as far as the kernel takes it
@@ -146,6 +198,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   virtual std::error_code do_shutdown_output() noexcept = 0;
   // Start (or keep) reading; called for read() while active.
   virtual void do_read_begin() = 0;
+  // close() after the loop is gone (any thread, maybe several at once): release what the
+  // transport still holds without the loop. The default does nothing.
+  virtual void do_close_without_loop() noexcept {}
   // What the transport accepts into its outbound buffer; others fail their write with
   // Errc::unsupported_message. The default takes ByteBuffer and FileRegion.
   virtual bool accepts_outbound(const Message& msg) const noexcept;
@@ -187,6 +242,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   friend class detail::HeadHandler;
   friend class detail::TailHandler;
   friend class ChannelConfig;
+  friend class ChannelHandlerContext;
+  friend void detail::run_on_loop_and_wait(Channel&, const std::function<void()>&);
+  friend bool detail::must_hop(const Channel&) noexcept;
 
   void unsafe_write(Message msg, ChannelPromise promise);
   void unsafe_flush();
@@ -194,11 +252,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void unsafe_close(ChannelPromise promise);
   void unsafe_shutdown_output(ChannelPromise promise);
   void maybe_finish_shutdown_output();
-  // Runs `f` on the executor thread: now when already there, else via execute().
-  template <class F>
-  void on_loop(F&& f);
 
   Executor* executor_;
+  std::shared_ptr<detail::ExecutorLink> link_;
   Id id_;
   ChannelConfig config_;
   OutboundBuffer outbound_;
@@ -212,6 +268,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool active_fired_ = false;
   bool read_pending_ = false;
   bool input_shutdown_ = false;
+  std::optional<SocketAddress> local_;
+  std::optional<SocketAddress> remote_;
   // Declared last: handlers' handler_removed() may still use the channel while it is destroyed.
   ChannelPipeline pipeline_;
 };

@@ -8,12 +8,16 @@
 //    they are handed to the promise's Executor (the channel's loop), which runs them in order.
 //    So a listener may freely write, close or add listeners again.
 //  - Thread safety: completing and adding listeners may happen on different threads.
+//  - Once the executor is gone (its EventLoopGroup shut down), listeners run on the thread
+//    that completes the promise or adds them: there is no other thread left to run them on.
+//  - sync() waits for the outcome on a thread that is not an event loop's; on a loop thread it
+//    throws BlockingOperationException instead of freezing the loop.
 //  - A default-constructed ChannelPromise is the "void promise": completing it does nothing and
 //    costs nothing; use it on hot paths where nobody waits.
 #pragma once
 
 #include <niox/buffer/buffer_pool.hpp>
-#include <niox/transport/executor.hpp>
+#include <niox/loop/executor.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -31,8 +35,8 @@ namespace detail {
 // warm.
 struct PromiseState {
   using Listener = std::function<void(const std::error_code&)>;
-  explicit PromiseState(Executor* e) noexcept : executor(e) {}
-  Executor* executor;
+  explicit PromiseState(std::shared_ptr<ExecutorLink> l) noexcept : link(std::move(l)) {}
+  std::shared_ptr<ExecutorLink> link;
   std::mutex mutex;
   bool done = false;
   std::error_code cause;
@@ -55,6 +59,12 @@ struct PromiseState {
     f(cause);
     for (auto& l : m) {
       l(cause);
+    }
+  }
+  // Runs `task` on the executor, or here when the executor is gone.
+  void run_on_executor(Runnable task) {
+    if (!link->execute(task)) {
+      task();
     }
   }
 };
@@ -104,9 +114,18 @@ class ChannelFuture {
     }
     auto ec = state_->cause;
     lock.unlock();
-    state_->executor->execute([l = std::move(listener), ec] { l(ec); });
+    state_->run_on_executor([l = std::move(listener), ec] { l(ec); });
     return *this;
   }
+
+  // Netty's syncUninterruptibly: blocks the calling thread until the operation completed;
+  // throws std::system_error with its failure. The void promise returns at once. Throws
+  // BlockingOperationException (in both forms: it is a programming error) inside a running
+  // EventLoop (a handler, a task), also when the outcome is already known, and when only the
+  // calling thread could complete a pending operation (an EmbeddedChannel's).
+  const ChannelFuture& sync() const;
+  // The same, returning the failure in `ec` (cleared on success).
+  const ChannelFuture& sync(std::error_code& ec) const;
 
   friend bool operator==(const ChannelFuture& a, const ChannelFuture& b) noexcept {
     return a.state_ == b.state_;
@@ -122,9 +141,10 @@ class ChannelPromise : public ChannelFuture {
   // The void promise.
   ChannelPromise() = default;
   // A fresh promise whose listeners run on `executor` (which must outlive the listeners' run).
-  explicit ChannelPromise(Executor& executor)
+  explicit ChannelPromise(Executor& executor) : ChannelPromise(executor.link()) {}
+  explicit ChannelPromise(std::shared_ptr<detail::ExecutorLink> link)
       : ChannelFuture(std::allocate_shared<detail::PromiseState>(
-            detail::CachedObjectAllocator<detail::PromiseState>(), &executor)) {}
+            detail::CachedObjectAllocator<detail::PromiseState>(), std::move(link))) {}
 
   ChannelFuture future() const noexcept { return *this; }
 
@@ -159,7 +179,7 @@ class ChannelPromise : public ChannelFuture {
       listened = static_cast<bool>(state_->first);
     }
     if (listened) {
-      state_->executor->execute([s = state_] { s->notify(); });
+      state_->run_on_executor([s = state_] { s->notify(); });
     }
     return true;
   }

@@ -5,20 +5,28 @@
 // "outbound" or both (Netty's ChannelDuplexHandler) by what it overrides. The adapters below
 // exist for Netty users' muscle memory.
 //
-// Threads: every method runs on the channel's executor thread.
+// Threads: every method runs on the channel's executor thread. The outbound calls of a
+// ChannelHandlerContext may also be made from any other thread (they hop to the loop, see
+// channel.hpp); the rest of the context is for the loop thread.
 // Ownership: the pipeline holds each handler by shared_ptr; a handler added to several pipelines
 // must itself be safe for that (Netty's @Sharable). A Message given to a method belongs to the
 // handler: pass it on, or drop it.
 // Exceptions thrown from an inbound method are caught and delivered to the same handler's
 // exception_caught() (Netty's behaviour; the default passes them on); thrown from
 // write/close/shutdown_output they fail the promise (with the std::system_error's code, or
-// Errc::handler_failed).
+// Errc::handler_failed). A handler that throws from exception_caught() itself has its channel
+// closed (after the exception is logged): nothing could handle it any more.
+//
+// Messages: a ByteBuffer handed to channel_read() belongs to the handler and is writable (the
+// transport's receive buffer, or a decoder's frame over its own memory): a handler may change
+// it in place and write it back, as an echo does.
 #pragma once
 
 #include <niox/transport/channel_future.hpp>
 #include <niox/transport/message.hpp>
 
 #include <any>
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -27,6 +35,10 @@ namespace niox {
 class Channel;
 class ChannelPipeline;
 class ChannelHandlerContext;
+
+// The exception's message (what() of a std::exception), for logs and error replies:
+// exception_message(cause) in exception_caught() needs no rethrow of its own.
+std::string exception_message(const std::exception_ptr& cause);
 
 class ChannelHandler {
  public:
@@ -98,8 +110,12 @@ class ChannelHandlerContext {
  private:
   friend class ChannelPipeline;
   ChannelHandlerContext(ChannelPipeline& pipeline, std::string name,
-                        std::shared_ptr<ChannelHandler> handler)
-      : pipeline_(&pipeline), name_(std::move(name)), handler_(std::move(handler)) {}
+                        std::shared_ptr<ChannelHandler> handler);
+
+  // From another thread: runs `op(ctx)` on the loop thread with this context, or `gone(channel)`
+  // there if the context has left the pipeline by then. False when the loop is gone.
+  template <class Op, class Gone>
+  bool on_loop(Op&& op, Gone&& gone);
 
   // Run this context's handler for an event, catching what it throws.
   void invoke_channel_active();
@@ -121,6 +137,7 @@ class ChannelHandlerContext {
   std::shared_ptr<ChannelHandler> handler_;
   ChannelHandlerContext* prev_ = nullptr;
   ChannelHandlerContext* next_ = nullptr;
+  std::uint64_t serial_;  // tells this context from a later one at the same address
   bool removed_ = false;
 };
 

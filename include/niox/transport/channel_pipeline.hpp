@@ -34,7 +34,9 @@
 // the head than the handler that writes objects.
 //
 // Mutation: add_*/remove/replace may be called at any time on the executor thread, also from
-// inside a handler method while an event travels the pipeline. A removed context keeps its links,
+// inside a handler method while an event travels the pipeline. From another thread they run on
+// the executor and the caller waits for them (results and exceptions come back as usual; on
+// another loop's thread the wait is refused with BlockingOperationException). A removed context keeps its links,
 // so an event already inside it continues to the handler that followed it; its memory is
 // released when the outermost event in flight returns. Names are unique in a pipeline:
 // duplicates throw IllegalArgumentException, unknown names NoSuchElementException.
@@ -43,6 +45,7 @@
 #include <niox/buffer/buffer_exceptions.hpp>
 #include <niox/transport/channel_handler.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -129,6 +132,8 @@ class ChannelPipeline {
   };
 
   ChannelHandlerContext* find(std::string_view name) const noexcept;
+  // `ctx` if it is still one of this pipeline's user contexts (the same one: `serial` matches).
+  ChannelHandlerContext* find_live(const ChannelHandlerContext* ctx, std::uint64_t serial) const noexcept;
   ChannelHandlerContext& get_context_or_throw(std::string_view name) const;
   std::string checked_name(std::string name, const ChannelHandler& h);
   void insert_after(ChannelHandlerContext* prev, std::unique_ptr<ChannelHandlerContext> ctx);

@@ -37,13 +37,13 @@ namespace niox {
 
 class EmbeddedEventLoop final : public Executor {
  public:
-  EmbeddedEventLoop() = default;
-  EmbeddedEventLoop(const EmbeddedEventLoop&) = delete;
-  EmbeddedEventLoop& operator=(const EmbeddedEventLoop&) = delete;
+  // Every thread counts as its loop thread: it is driven by the test's own thread only.
+  EmbeddedEventLoop() : Executor(ThreadCheck::any_thread) {}
+  ~EmbeddedEventLoop() override { retire(); }
 
-  void execute(Task task) override { tasks_.push_back(std::move(task)); }
+  void execute(Runnable task) override { tasks_.push_back(std::move(task)); }
   bool in_event_loop() const noexcept override { return true; }
-  ScheduledFuture schedule(std::chrono::nanoseconds delay, Task task) override;
+  ScheduledFuture schedule(std::chrono::nanoseconds delay, Runnable task) override;
   Clock::time_point now() const noexcept override { return now_; }
 
   // Runs queued tasks and due timers until none is left. Returns how many ran.
@@ -59,9 +59,9 @@ class EmbeddedEventLoop final : public Executor {
  private:
   struct Timer {
     std::shared_ptr<detail::ScheduledState> state;
-    Task task;
+    Runnable task;
   };
-  std::deque<Task> tasks_;
+  std::deque<Runnable> tasks_;
   std::map<std::pair<Clock::time_point, std::uint64_t>, Timer> timers_;
   std::uint64_t timer_seq_ = 0;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);

@@ -13,7 +13,7 @@
 #pragma once
 
 #include <niox/transport/channel_handler.hpp>
-#include <niox/transport/executor.hpp>
+#include <niox/loop/executor.hpp>
 
 #include <chrono>
 #include <memory>

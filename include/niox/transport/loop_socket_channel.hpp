@@ -47,6 +47,7 @@
 #include <niox/transport/channel.hpp>
 #include <niox/transport/channel_option.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -70,9 +71,6 @@ class LoopSocketChannel final : public Channel {
   int family() const noexcept { return family_; }
   bool is_open() const noexcept override { return fd_ >= 0; }
   bool is_active() const noexcept override { return fd_ >= 0 && active_; }
-  // Known once active.
-  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
-  const std::optional<SocketAddress>& remote_address() const noexcept { return remote_; }
 
   // Socket options now, config options too (loop thread, or before the channel is used).
   void apply_options(const ChannelOptions& options);
@@ -96,6 +94,7 @@ class LoopSocketChannel final : public Channel {
   void do_close() noexcept override;
   std::error_code do_shutdown_output() noexcept override;
   void do_read_begin() override;
+  void do_close_without_loop() noexcept override;
 
  private:
   struct Token {};
@@ -134,13 +133,12 @@ class LoopSocketChannel final : public Channel {
   std::size_t write_attempted_ = 0;
   std::vector<ByteBuffer> write_views_;  // views over the gathered iovecs, reused
   AdaptiveRecvBufferAllocator::Handle recv_;
-  std::optional<SocketAddress> local_;
-  std::optional<SocketAddress> remote_;
   SocketAddress connect_to_;
   ChannelPromise connect_promise_;
   OperationHandle connect_op_;
-  OperationHandle connect_timer_;
+  ScheduledFuture connect_timer_;
   std::shared_ptr<LoopSocketChannel> keep_alive_;  // set while active and open
+  std::atomic<bool> closed_without_loop_{false};
 };
 
 class LoopServerSocketChannel final : public Channel {
@@ -156,8 +154,7 @@ class LoopServerSocketChannel final : public Channel {
   EventLoop& event_loop() const noexcept { return *loop_; }
   bool is_open() const noexcept override { return !closed_; }
   bool is_active() const noexcept override { return fd_ >= 0 && bound_; }
-  // Known once the bind completed (a port 0 is resolved here).
-  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
+  // local_address() is known once the bind completed (a port 0 is resolved there).
 
   // Opens the socket, applies `options` (SO_REUSEADDR defaults on), binds, listens with
   // options.so_backlog and starts accepting (any thread). Each accepted connection is fired as
@@ -174,6 +171,7 @@ class LoopServerSocketChannel final : public Channel {
   void do_close() noexcept override;
   std::error_code do_shutdown_output() noexcept override { return {}; }
   void do_read_begin() override;
+  void do_close_without_loop() noexcept override;
   bool accepts_outbound(const Message&) const noexcept override { return false; }
   void on_unhandled_inbound_message(Message msg) override;
 
@@ -197,8 +195,8 @@ class LoopServerSocketChannel final : public Channel {
   bool pausing_ = false;             // the multishot accept is being cancelled (AUTO_READ off)
   bool resume_after_pause_ = false;  // read() came while pausing
   OperationHandle accept_op_;
-  std::optional<SocketAddress> local_;
   std::shared_ptr<LoopServerSocketChannel> keep_alive_;
+  std::atomic<bool> closed_without_loop_{false};
 };
 
 }  // namespace niox

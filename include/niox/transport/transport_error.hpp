@@ -19,6 +19,7 @@ enum class Errc {
   handler_failed,         // a handler threw while processing an outbound operation
   file_region_truncated,  // the file is shorter than position + count of a FileRegion
   write_would_block,      // reserved: the transport could not take the bytes now
+  handler_removed,        // a write from another thread reached a context no longer in the pipeline
 };
 
 const std::error_category& transport_category() noexcept;
