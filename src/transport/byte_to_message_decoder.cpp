@@ -152,6 +152,10 @@ void ByteToMessageDecoder::channel_inactive(ChannelHandlerContext& ctx) {
   if (!failed_) {
     call_decode(ctx, true);
   }
+  // What decode_last() left is a frame the end of the stream truncated: nothing can complete
+  // it, and no handler behind a decoder expects raw bytes. Dropped, not forwarded.
+  cumulation_ = ByteBuffer();
+  owned_ = shared_ = false;
   ctx.fire_channel_read_complete();
   ctx.fire_channel_inactive();
 }

@@ -314,6 +314,34 @@ TEST(LengthFieldBasedFrameDecoder, FramesShareTheReceivedMemory) {
   EXPECT_EQ(f1->get<ByteBuffer>().capacity(), 3u);  // cannot see past its frame
 }
 
+// A frame cut off by the end of the stream is dropped with the stream: it does not travel on
+// to the tail ("a message reached the tail" for every truncated request), not even when the
+// pipeline is taken apart afterwards.
+TEST(LengthFieldBasedFrameDecoder, AFrameTruncatedByEndOfStreamIsDropped) {
+  auto d = std::make_shared<LengthFieldBasedFrameDecoder>(100, 0, 2, 0, 2);
+  EmbeddedChannel ch({d});
+  auto partial = bytes_of(be_length(10, 2) + "abc");  // 3 of the frame's 10 bytes
+  EXPECT_FALSE(ch.write_inbound(ByteBuffer::wrap(std::span<std::byte>(partial))));
+  EXPECT_EQ(d->actual_readable_bytes(), 5u);
+  EXPECT_FALSE(ch.finish());
+  EXPECT_EQ(d->actual_readable_bytes(), 0u);
+  ch.pipeline().remove(*d);
+  EXPECT_FALSE(ch.read_inbound());
+}
+
+// Frames are writable: a handler may change one in place and send it back.
+TEST(LengthFieldBasedFrameDecoder, FramesAreWritable) {
+  EmbeddedChannel ch({std::make_shared<LengthFieldBasedFrameDecoder>(100, 0, 2, 0, 2)});
+  auto in = bytes_of(be_length(3, 2) + "abc");
+  ch.write_inbound(ByteBuffer::wrap(std::span<std::byte>(in)));
+  auto f = ch.read_inbound();
+  ASSERT_TRUE(f);
+  auto& frame = f->get<ByteBuffer>();
+  EXPECT_FALSE(frame.is_read_only());
+  frame.put(0, std::uint8_t{'A'});
+  EXPECT_EQ(frame.string_view(), "Abc");
+}
+
 TEST(LengthFieldBasedFrameDecoder, RejectsBadParameters) {
   EXPECT_THROW(LengthFieldBasedFrameDecoder(0, 0, 4), IllegalArgumentException);
   EXPECT_THROW(LengthFieldBasedFrameDecoder(100, 0, 5), IllegalArgumentException);

@@ -14,6 +14,15 @@
 // close_on_decode_error (the default) — the channel is closed and later input dropped. With it
 // off the decoder goes on after the bad bytes, like Netty.
 //
+// Frames: each frame handed to channel_read() is a writable ByteBuffer of its own (a slice of
+// the cumulation, which this decoder never rewrites under it): the next handler may change it
+// in place and write it back.
+//
+// End of stream and removal: when the channel goes inactive, decode_last() gets one more call;
+// what it leaves is a frame truncated by the end of the stream and is dropped. A decoder
+// removed from a live pipeline (a protocol switch) hands the bytes it has not decoded yet to
+// the next handler as one ByteBuffer, then channel_read_complete, like Netty.
+//
 // Non-ByteBuffer messages pass through untouched.
 #pragma once
 
