@@ -296,9 +296,15 @@ TEST_P(KvTest, ClientsThatPipelineAndNeverReadKeepTheServersMemoryBounded) {
   // Per connection: the high water mark + 64 KiB of queued replies, the requests of one read
   // not executed yet, buffers and bookkeeping; generously.
   const std::size_t bound = clients * (WriteBufferWaterMark{}.high + (64u << 10) + (1u << 20)) + (16u << 20);
+  RecordProperty("rss_growth_kib", std::to_string(growth / 1024));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer's allocator keeps freed blocks in quarantine (hundreds of MB for the replies
+  // written here): RSS says nothing about the server's own memory, only the replies are checked.
+  (void)bound;
+#else
   EXPECT_LT(growth, bound) << "RSS grew by " << growth / 1024 << " KiB for " << clients
                            << " connections";
-  RecordProperty("rss_growth_kib", std::to_string(growth / 1024));
+#endif
 }
 
 // A connection on which nothing happens is closed after the idle timeout.
