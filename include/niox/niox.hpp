@@ -2,6 +2,7 @@
 #pragma once
 
 // buffer/: java.nio.ByteBuffer and gather/scatter helpers
+#include <niox/base/log.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
 

@@ -1,5 +1,6 @@
 #include "loop/loop_core.hpp"
 
+#include <niox/base/log.hpp>
 #include <niox/buffer/buffer_exceptions.hpp>
 #include <niox/buffer/gather.hpp>
 #include <niox/loop/event_loop.hpp>
@@ -61,9 +62,9 @@ void invoke_guarded(F& f, A&... a) noexcept {
   try {
     f(a...);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "niox: a loop handler threw: {}\n", e.what());
+    log(LogLevel::error, "a loop handler threw: {}", e.what());
   } catch (...) {
-    fmt::print(stderr, "niox: a loop handler threw a non-standard exception\n");
+    log(LogLevel::error, "a loop handler threw a non-standard exception");
   }
 }
 
@@ -75,7 +76,7 @@ BackendKind env_backend() {
   if (s == "epoll") return BackendKind::epoll;
   if (s != "auto") {
     static std::once_flag once;
-    std::call_once(once, [&] { fmt::print(stderr, "niox: ignoring NIOX_BACKEND={} (io_uring|epoll|auto)\n", s); });
+    std::call_once(once, [&] { log(LogLevel::warn, "ignoring NIOX_BACKEND={} (io_uring|epoll|auto)", s); });
   }
   return BackendKind::automatic;
 }
@@ -127,7 +128,7 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
     if (!backend_) {
       static std::once_flag once;
       std::call_once(once, [&] {
-        fmt::print(stderr, "niox: io_uring unavailable ({}), using epoll\n", ec.message());
+        log(LogLevel::info, "io_uring unavailable ({}), using epoll", ec.message());
       });
     }
   }
@@ -743,7 +744,7 @@ void LoopCore::shutdown() {
     if (live_ops_ > 0 && live_ops_ == last_live && ++idle_rounds > 100) {
       // The kernel does not answer (a ring driven from a thread that is not its issuer): leak
       // what it may still write into rather than free it under the kernel's feet.
-      fmt::print(stderr, "niox: {} operations still in the kernel at shutdown, leaking them\n", live_ops_);
+      log(LogLevel::error, "{} operations still in the kernel at shutdown, leaking them", live_ops_);
       leak_in_backend_ = true;
       break;
     }

@@ -12,7 +12,7 @@ void ChannelInitializer::handler_added(ChannelHandlerContext& ctx) {
   try {
     init_(ctx.channel());
   } catch (...) {
-    detail::log_warn("channel {}: the channel initializer threw: {}", ctx.channel().id(),
+    log(LogLevel::warn, "channel {}: the channel initializer threw: {}", ctx.channel().id(),
                      detail::describe(std::current_exception()));
     pipeline.remove(*this);
     ctx.channel().close();
@@ -42,7 +42,7 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
         child->apply_options(options);
         child->pipeline().add_last(handler);
       } catch (...) {
-        detail::log_warn("channel {}: setting up an accepted channel failed: {}", child->id(),
+        log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
                          detail::describe(std::current_exception()));
         child->close();
         return;
@@ -55,7 +55,7 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
 
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override {
     // Accept errors (EMFILE...) are transient: log, keep the listener open.
-    detail::log_warn("channel {}: accept failed: {}", ctx.channel().id(),
+    log(LogLevel::warn, "channel {}: accept failed: {}", ctx.channel().id(),
                      detail::describe(cause));
   }
 

@@ -192,13 +192,13 @@ bool Channel::accepts_outbound(const Message& msg) const noexcept {
 }
 
 void Channel::on_unhandled_inbound_message(Message msg) {
-  detail::log_warn(
+  log(LogLevel::warn, 
       "channel {}: a message reached the tail of the pipeline and was dropped "
       "(bytes: {}); check the pipeline configuration",
       id_, msg.readable_bytes());
 }
 void Channel::on_unhandled_inbound_exception(std::exception_ptr cause) {
-  detail::log_warn("channel {}: an exception reached the tail of the pipeline: {}", id_,
+  log(LogLevel::warn, "channel {}: an exception reached the tail of the pipeline: {}", id_,
                    detail::describe(cause));
 }
 void Channel::on_unhandled_user_event(std::any) {}
@@ -239,7 +239,7 @@ void Channel::flush_now() {
       do_write(outbound_);
     } catch (...) {
       in_flush_ = false;
-      detail::log_warn("channel {}: do_write threw: {}", id_,
+      log(LogLevel::warn, "channel {}: do_write threw: {}", id_,
                        detail::describe(std::current_exception()));
       notify_write_error(transport::Errc::handler_failed);
       return;

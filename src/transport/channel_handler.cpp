@@ -271,7 +271,7 @@ void ChannelHandlerContext::invoke_exception_caught(std::exception_ptr cause) {
   } catch (...) {
     // Feeding it back could loop forever, and leaving the channel open would leave a
     // connection nothing handles any more: log it and close.
-    detail::log_warn("channel {}: handler '{}' threw from exception_caught: {} (while handling: "
+    log(LogLevel::warn, "channel {}: handler '{}' threw from exception_caught: {} (while handling: "
                      "{}); closing the channel",
                      channel().id(), name_, detail::describe(std::current_exception()),
                      detail::describe(cause));

@@ -69,7 +69,7 @@ void ChannelPipeline::destroy() noexcept {
     try {
       unlink(*ctx);
     } catch (...) {
-      detail::log_warn("handler_removed of '{}' threw during teardown: {}", ctx->name_,
+      log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx->name_,
                        detail::describe(std::current_exception()));
     }
   }

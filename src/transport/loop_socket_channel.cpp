@@ -188,7 +188,7 @@ LoopSocketChannel::~LoopSocketChannel() {
 void LoopSocketChannel::apply_options(const ChannelOptions& options) {
   if (fd_ >= 0) {
     if (auto ec = options.apply_to_socket(fd_, family_)) {
-      detail::log_warn("channel {}: a socket option was refused: {}", id(), ec.message());
+      log(LogLevel::warn, "channel {}: a socket option was refused: {}", id(), ec.message());
     }
   }
   options.apply_to_config(*this);

@@ -55,10 +55,11 @@
 // thread: execute(), schedule(), schedule_at_fixed_rate(), ScheduledFuture::cancel(), stop(),
 // counters(). Handlers must not block: waiting for a future on a loop thread throws
 // BlockingOperationException. Nothing throws across the loop: an exception escaping a handler
-// or task is reported through the log and the loop goes on (the handler still counts as run).
+// or task is reported through the log sink (niox/base/log.hpp) and the loop goes on (the
+// handler still counts as run).
 //
 // Backends.  io_uring when a ring can be created (SINGLE_ISSUER|DEFER_TASKRUN where available,
-// COOP_TASKRUN otherwise), else epoll (edge-triggered), printed once on stderr.
+// COOP_TASKRUN otherwise), else epoll (edge-triggered), said once through the log sink.
 // NIOX_BACKEND=io_uring|epoll|auto overrides the automatic choice; Options::backend overrides
 // both. backend() says which one runs.
 //
