@@ -1,4 +1,4 @@
-// The "gather" workload (BENCH.md): one message of N segments of S bytes, written through a
+// The "gather" workload (bench/README.md): one message of N segments of S bytes, written through a
 // blocking niox::SocketChannel three ways:
 //
 //   gather      one gathering write of all segments (SocketChannel::write(span): the library's

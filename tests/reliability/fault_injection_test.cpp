@@ -1,4 +1,4 @@
-// RELIABILITY.md rows provoked with the syscall fault-injection shim: short counts, EINTR,
+// docs/reliability.md rows provoked with the syscall fault-injection shim: short counts, EINTR,
 // EAGAIN, ECONNRESET and ENOBUFS at chosen calls, through the channels, the loop and the
 // transport. The shim sees the calls of the epoll backend and of io_uring's per-operation
 // fallback; on io_uring proper the kernel ring does the I/O, so there the same tests run with

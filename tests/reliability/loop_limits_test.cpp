@@ -1,4 +1,4 @@
-// RELIABILITY.md rows about limits, on every backend: EMFILE on accept (a real descriptor
+// docs/reliability.md rows about limits, on every backend: EMFILE on accept (a real descriptor
 // limit), UDP errors through the loop, a gather of more than 2 GiB, tiny io_uring rings with
 // slow readers.
 #include <niox/loop/event_loop.hpp>

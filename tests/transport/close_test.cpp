@@ -1,4 +1,4 @@
-// The close rows of RELIABILITY.md end to end, on every backend: a graceful close with 64 MiB
+// The close rows of docs/reliability.md end to end, on every backend: a graceful close with 64 MiB
 // queued, a peer reset under pending writes, half-closure with bulk data.
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/transport_error.hpp>

@@ -26,7 +26,7 @@
 // Threads.  Like Java's, a ByteBuffer is not synchronised; views of the same memory may be used
 // on different threads only with external ordering. The reference count itself is atomic.
 //
-// Differences from Java (decided, see BUFFER.md): derived buffers keep the parent's byte order;
+// Differences from Java (decided, see docs/buffer.md): derived buffers keep the parent's byte order;
 // operator<=> compares remaining bytes as unsigned, like memcmp.
 #pragma once
 
