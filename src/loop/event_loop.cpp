@@ -684,12 +684,10 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
 }
 
 void LoopCore::run() {
-  running_ = true;
   while (!stop_.load(std::memory_order_acquire)) run_once(std::chrono::nanoseconds(-1));
   // Tasks queued before stop() still run.
   run_tasks();
   stop_.store(false);
-  running_ = false;
 }
 
 void LoopCore::stop() noexcept {

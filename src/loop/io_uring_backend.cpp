@@ -77,7 +77,7 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
                                bool readiness_only)
-    : core_(core), ring_(ring), setup_flags_(setup_flags),
+    : core_(core), ring_(ring),
       enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {

@@ -50,7 +50,6 @@ class IoUringBackend final : public Backend {
 
   LoopCore& core_;
   io_uring ring_;
-  unsigned setup_flags_;
   bool enabled_;
   bool has_op_[IORING_OP_LAST + 1] = {};
   bool multishot_accept_ = true;

@@ -45,7 +45,6 @@ class LoopCore {
   bool bound() const noexcept { return thread_tid_.load(std::memory_order_relaxed) != 0; }
   LoopCounters counters() const noexcept;
   std::size_t pending() const noexcept { return live_ops_; }
-  std::size_t timer_heap_size() const noexcept { return timers_.size(); }
   int pollable_fd();
   BackendKind kind() const noexcept { return backend_->kind(); }
 
@@ -120,7 +119,6 @@ class LoopCore {
   std::chrono::steady_clock::time_point timer_fd_deadline_{};
   bool embedded_ = false;
   bool shutting_down_ = false;
-  bool running_ = false;
   bool leak_in_backend_ = false;
   AtomicCounters stats_;
 };

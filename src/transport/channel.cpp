@@ -83,13 +83,6 @@ ChannelConfig& ChannelConfig::set_max_messages_per_read(int n) {
   detail::run_on_loop_and_wait(channel_, [&] { max_messages_per_read_ = n; });
   return *this;
 }
-ChannelConfig& ChannelConfig::set_write_spin_count(int n) {
-  if (n <= 0) {
-    throw IllegalArgumentException("write_spin_count must be positive");
-  }
-  detail::run_on_loop_and_wait(channel_, [&] { write_spin_count_ = n; });
-  return *this;
-}
 ChannelConfig& ChannelConfig::set_allow_half_closure(bool on) {
   detail::run_on_loop_and_wait(channel_, [&] { allow_half_closure_ = on; });
   return *this;

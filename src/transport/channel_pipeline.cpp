@@ -105,7 +105,7 @@ ChannelHandlerContext& ChannelPipeline::get_context_or_throw(std::string_view na
   return *c;
 }
 
-std::string ChannelPipeline::checked_name(std::string name, const ChannelHandler&) {
+std::string ChannelPipeline::checked_name(std::string name) {
   if (name.empty()) {
     do {
       name = std::to_string(generated_names_++) + "#handler";
@@ -148,7 +148,7 @@ ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<Ch
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
-  name = checked_name(std::move(name), *h);
+  name = checked_name(std::move(name));
   insert_after(head_, std::unique_ptr<ChannelHandlerContext>(
                           new ChannelHandlerContext(*this, std::move(name), std::move(h))));
   return *this;
@@ -162,7 +162,7 @@ ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<Cha
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
-  name = checked_name(std::move(name), *h);
+  name = checked_name(std::move(name));
   insert_after(tail_->prev_, std::unique_ptr<ChannelHandlerContext>(
                                  new ChannelHandlerContext(*this, std::move(name), std::move(h))));
   return *this;
@@ -178,7 +178,7 @@ ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::st
     throw IllegalArgumentException("null handler");
   }
   auto& base = get_context_or_throw(base_name);
-  name = checked_name(std::move(name), *h);
+  name = checked_name(std::move(name));
   insert_after(base.prev_, std::unique_ptr<ChannelHandlerContext>(
                                new ChannelHandlerContext(*this, std::move(name), std::move(h))));
   return *this;
@@ -194,7 +194,7 @@ ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::str
     throw IllegalArgumentException("null handler");
   }
   auto& base = get_context_or_throw(base_name);
-  name = checked_name(std::move(name), *h);
+  name = checked_name(std::move(name));
   insert_after(&base, std::unique_ptr<ChannelHandlerContext>(
                           new ChannelHandlerContext(*this, std::move(name), std::move(h))));
   return *this;
@@ -252,7 +252,7 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_na
   }
   auto& old = get_context_or_throw(old_name);
   if (new_name != old.name_) {
-    new_name = checked_name(std::move(new_name), *h);
+    new_name = checked_name(std::move(new_name));
   }
   // Like Netty: the new handler is linked in and added before the old one is removed, so no
   // event can slip past both.

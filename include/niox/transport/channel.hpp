@@ -95,9 +95,6 @@ class ChannelConfig {
   // Reads per read event before read_complete (fairness between channels of one loop).
   int max_messages_per_read() const noexcept { return max_messages_per_read_; }
   ChannelConfig& set_max_messages_per_read(int n);
-  // Gathering writes per flush before yielding to other channels.
-  int write_spin_count() const noexcept { return write_spin_count_; }
-  ChannelConfig& set_write_spin_count(int n);
   std::chrono::milliseconds connect_timeout() const noexcept { return connect_timeout_; }
   ChannelConfig& set_connect_timeout(std::chrono::milliseconds t);
   // Byte budget of one gathering write (the transport seeds it from SO_SNDBUF).
@@ -112,7 +109,6 @@ class ChannelConfig {
   bool auto_read_ = true;
   bool allow_half_closure_ = false;
   int max_messages_per_read_ = 16;
-  int write_spin_count_ = 16;
   std::chrono::milliseconds connect_timeout_{30000};
 };
 
@@ -188,9 +184,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   // ---- The "unsafe" part a transport implements ---------------------------------------------
   // Drain the flushed prefix of `out` (gather/remove_bytes) as far as the kernel takes it
-  // without blocking, up to config().write_spin_count() calls. When the kernel is full (EAGAIN)
-  // or an asynchronous write is in flight, call set_write_pending(true) and, once it can go on,
-  // notify_writable_again(). On an I/O error call notify_write_error(ec).
+  // without blocking. When the kernel is full (EAGAIN) or an asynchronous write is in flight,
+  // call set_write_pending(true) and, once it can go on, notify_writable_again(). On an I/O error call notify_write_error(ec).
   virtual void do_write(OutboundBuffer& out) = 0;
   // Close the descriptor (or abortively reset it); called once.
   virtual void do_close() noexcept = 0;
