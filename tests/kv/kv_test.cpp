@@ -198,7 +198,7 @@ std::size_t status_bytes(const char* field) {
 
 // Clients that pipeline tiny GETs of a large value and never read their replies: the server
 // stops executing requests (and reading) when a connection's replies pass the high water mark,
-// so its memory stays near the high water mark + 64 KiB per connection (tests/README.md, and the
+// so its memory stays near the high water mark + 64 KiB per connection (docs/reliability.md, and the
 // not yet executed requests of one read) instead of growing with every request it decoded.
 // Once the clients read, every reply arrives intact and in order.
 TEST_P(KvTest, ClientsThatPipelineAndNeverReadKeepTheServersMemoryBounded) {
