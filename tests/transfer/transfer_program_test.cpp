@@ -197,7 +197,30 @@ class TransferProgramTest : public TransferProgramBase {
 };
 
 // Each test starts the receiver with the options it is about.
-class TransferReceiverOptionsTest : public TransferProgramBase {};
+class TransferReceiverOptionsTest : public TransferProgramBase {
+ protected:
+  // What the receiver did about the connection `fd`: its answer, exit status and stderr.
+  struct Outcome {
+    Answer answer;
+    std::optional<int> rc;
+    std::string said;
+  };
+  Outcome outcome_of(int fd) {
+    Outcome o{read_answer(fd), std::nullopt, {}};
+    ::close(fd);
+    o.rc = exit_status(*receiver_);
+    o.said = receiver_->read_stderr();
+    return o;
+  }
+  // The receiver answered `status`, exited with `rc`, said `message` and left nothing behind.
+  void expect_refused(const Outcome& o, xfer::TransferStatus status, int rc, std::string_view message) {
+    ASSERT_TRUE(o.answer.complete) << "receiver: " << o.said;
+    EXPECT_EQ(o.answer.status, status);
+    EXPECT_EQ(o.rc, rc) << o.said;
+    EXPECT_NE(o.said.find(message), std::string::npos) << o.said;
+    EXPECT_TRUE(out_.list().empty());
+  }
+};
 
 TEST_P(TransferProgramTest, VerifiedTransfer) {
   auto body = pattern(5 * 1024 * 1024 + 123, 1);
@@ -378,17 +401,10 @@ TEST_P(TransferReceiverOptionsTest, SilentSenderTimesOutWaitingForTheHeader) {
   ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  auto answer = read_answer(fd);
-  ::close(fd);
-  auto rc = exit_status(*receiver_);
-  auto said = receiver_->read_stderr();
-  ASSERT_TRUE(answer.complete) << "receiver: " << said;
-  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
-  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
-  EXPECT_NE(answer.reason.find("header"), std::string::npos) << answer.reason;
-  EXPECT_EQ(rc, 3) << said;
-  EXPECT_NE(said.find("timed out after 0.5 s waiting for the header (0 bytes arrived)"), std::string::npos) << said;
-  EXPECT_TRUE(out_.list().empty());
+  auto o = outcome_of(fd);
+  expect_refused(o, xfer::TransferStatus::timed_out, 3, "timed out after 0.5 s waiting for the header (0 bytes arrived)");
+  EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
+  EXPECT_NE(o.answer.reason.find("header"), std::string::npos) << o.answer.reason;
 }
 
 TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
@@ -397,16 +413,9 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
   ASSERT_GE(fd, 0);
   const std::string body = pattern(1000, 9);
   ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
-  auto answer = read_answer(fd);
-  ::close(fd);
-  auto rc = exit_status(*receiver_);
-  auto said = receiver_->read_stderr();
-  ASSERT_TRUE(answer.complete) << "receiver: " << said;
-  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
-  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
-  EXPECT_EQ(rc, 3) << said;
-  EXPECT_NE(said.find("timed out after 0.5 s waiting for the header"), std::string::npos) << said;
-  EXPECT_TRUE(out_.list().empty());
+  auto o = outcome_of(fd);
+  expect_refused(o, xfer::TransferStatus::timed_out, 3, "timed out after 0.5 s waiting for the header");
+  EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
 }
 
 // A sender that stops part way through the body: --idle-timeout, the partial file removed.
@@ -416,17 +425,10 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledMidBodyTimesOut) {
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)) + body.substr(0, 1 << 20)));
-  auto answer = read_answer(fd);
-  ::close(fd);
-  auto rc = exit_status(*receiver_);
-  auto said = receiver_->read_stderr();
-  ASSERT_TRUE(answer.complete) << "receiver: " << said;
-  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
-  EXPECT_NE(answer.reason.find("timed out"), std::string::npos) << answer.reason;
-  EXPECT_EQ(rc, 4) << said;
-  EXPECT_NE(said.find("timed out: nothing arrived for 0.5 s after"), std::string::npos) << said;
-  EXPECT_NE(said.find("of 4194304 bytes"), std::string::npos) << said;
-  EXPECT_TRUE(out_.list().empty());
+  auto o = outcome_of(fd);
+  expect_refused(o, xfer::TransferStatus::timed_out, 4, "timed out: nothing arrived for 0.5 s after");
+  EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
+  EXPECT_NE(o.said.find("of 4194304 bytes"), std::string::npos) << o.said;
 }
 
 // The whole body, then silence where the checksum trailer should follow.
@@ -440,15 +442,8 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledBeforeTheChecksumTimesOut) {
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + body));
-  auto answer = read_answer(fd);
-  ::close(fd);
-  auto rc = exit_status(*receiver_);
-  auto said = receiver_->read_stderr();
-  ASSERT_TRUE(answer.complete) << "receiver: " << said;
-  EXPECT_EQ(answer.status, xfer::TransferStatus::timed_out);
-  EXPECT_EQ(rc, 4) << said;
-  EXPECT_NE(said.find("nothing arrived for 0.5 s after the body, waiting for its checksum"), std::string::npos) << said;
-  EXPECT_TRUE(out_.list().empty());
+  auto o = outcome_of(fd);
+  expect_refused(o, xfer::TransferStatus::timed_out, 4, "nothing arrived for 0.5 s after the body, waiting for its checksum");
 }
 
 // More than the output file system has free (1 PiB) under a --max-size that allows it: refused
@@ -466,16 +461,9 @@ TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefuse
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h, high))));  // and no body byte
-  auto answer = read_answer(fd);
-  ::close(fd);
-  auto rc = exit_status(*receiver_);
-  auto said = receiver_->read_stderr();
-  ASSERT_TRUE(answer.complete) << "receiver: " << said;
-  EXPECT_EQ(answer.status, xfer::TransferStatus::write_failed);
-  EXPECT_NE(answer.reason.find("free"), std::string::npos) << answer.reason;
-  EXPECT_EQ(rc, 5) << said;
-  EXPECT_NE(said.find("not enough space for 1125899906842624 bytes"), std::string::npos) << said;
-  EXPECT_TRUE(out_.list().empty());
+  auto o = outcome_of(fd);
+  expect_refused(o, xfer::TransferStatus::write_failed, 5, "not enough space for 1125899906842624 bytes");
+  EXPECT_NE(o.answer.reason.find("free"), std::string::npos) << o.answer.reason;
 }
 
 // The real sender prints what the receiver said, not a generic failure.
