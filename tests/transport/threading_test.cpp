@@ -45,6 +45,28 @@ std::shared_ptr<ChannelHandler> counting(std::shared_ptr<Sink> sink) {
   return h;
 }
 
+// A client on a group of its own, connected to `addr`, with one handler named `name`; the
+// handler's context is known once the channel is active.
+struct ActiveClient {
+  EventLoopGroup group;
+  std::shared_ptr<Channel> channel;
+  ChannelHandlerContext* ctx = nullptr;
+
+  ActiveClient(const EventLoop::Options& options, const SocketAddress& addr, const std::string& name)
+      : group(TestServer::group_options(options, 1)) {
+    auto active = std::make_shared<std::promise<ChannelHandlerContext*>>();
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_active = [active](ChannelHandlerContext& c) { active->set_value(&c); };
+    Bootstrap b;
+    b.group(group).handler(init([h, name](Channel& ch) { ch.pipeline().add_last(name, h); }));
+    auto connected = b.connect(addr);
+    if (auto ec = await_for(connected)) throw std::system_error(ec, "connect");
+    auto f = active->get_future();
+    ctx = wait_for(f);
+    channel = connected.channel();
+  }
+};
+
 // ctx.write_and_flush() from other threads hops to the loop: every future completes, on the
 // loop thread, and every byte arrives (ThreadSanitizer watches the channel's state).
 TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
@@ -53,17 +75,9 @@ TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
   server.bootstrap().child_handler(init([sink](Channel& ch) { ch.pipeline().add_last(counting(sink)); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
 
-  EventLoopGroup client_group(TestServer::group_options(options(), 1));
-  std::promise<ChannelHandlerContext*> active;
-  auto h = std::make_shared<LambdaHandler>();
-  h->on_active = [&](ChannelHandlerContext& ctx) { active.set_value(&ctx); };
-  Bootstrap b;
-  b.group(client_group).handler(init([h](Channel& ch) { ch.pipeline().add_last("writer", h); }));
-  auto connected = b.connect(addr);
-  ASSERT_FALSE(await_for(connected));
-  auto f = active.get_future();
-  ChannelHandlerContext* ctx = wait_for(f);
-  std::shared_ptr<Channel> keep = connected.channel();  // the channel outlives the writers
+  ActiveClient client(options(), addr, "writer");
+  ChannelHandlerContext* ctx = client.ctx;
+  std::shared_ptr<Channel> keep = client.channel;  // the channel outlives the writers
 
   std::atomic<int> ok{0}, on_loop{0}, failed{0};
   std::vector<std::thread> writers;
@@ -97,7 +111,8 @@ TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
   EXPECT_FALSE(await_for(ctx->close()));
   EXPECT_FALSE(keep->is_open());
   keep.reset();
-  client_group.shutdown_gracefully();
+  client.channel.reset();
+  client.group.shutdown_gracefully();
 }
 
 struct AddedProbe : ChannelHandler {
@@ -163,17 +178,9 @@ TEST_P(ThreadingTest, ContextOfARemovedHandlerFailsItsWriteCleanly) {
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-  EventLoopGroup client_group(TestServer::group_options(options(), 1));
-  std::promise<ChannelHandlerContext*> active;
-  auto h = std::make_shared<LambdaHandler>();
-  h->on_active = [&](ChannelHandlerContext& ctx) { active.set_value(&ctx); };
-  Bootstrap b;
-  b.group(client_group).handler(init([h](Channel& ch) { ch.pipeline().add_last("gone", h); }));
-  auto connected = b.connect(addr);
-  ASSERT_FALSE(await_for(connected));
-  auto f = active.get_future();
-  ChannelHandlerContext* ctx = wait_for(f);
-  std::shared_ptr<Channel> ch = connected.channel();
+  ActiveClient client(options(), addr, "gone");
+  ChannelHandlerContext* ctx = client.ctx;
+  std::shared_ptr<Channel> ch = client.channel;
 
   // Block the loop, queue the write behind the removal, then let the loop go.
   std::promise<void> release;
@@ -191,7 +198,8 @@ TEST_P(ThreadingTest, ContextOfARemovedHandlerFailsItsWriteCleanly) {
   EXPECT_FALSE(await_for(close));
   EXPECT_FALSE(ch->is_open());
   ch.reset();
-  client_group.shutdown_gracefully();
+  client.channel.reset();
+  client.group.shutdown_gracefully();
 }
 
 // Waiting on a loop thread throws BlockingOperationException instead of freezing the loop:
@@ -292,22 +300,15 @@ TEST_P(ThreadingTest, ChannelThatOutlivesItsGroupFailsCleanly) {
   std::shared_ptr<Channel> reading;
   std::optional<ChannelHandlerContext*> ctx;
   {
-    EventLoopGroup client_group(TestServer::group_options(options(), 1));
-    auto h = std::make_shared<LambdaHandler>();
-    std::promise<ChannelHandlerContext*> active;
-    h->on_active = [&](ChannelHandlerContext& c) { active.set_value(&c); };
-    Bootstrap b;
-    b.group(client_group).handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-    auto r = b.connect(addr).sync();
-    reading = r.channel();
-    auto f = active.get_future();
-    ctx = wait_for(f);
+    ActiveClient client(options(), addr, "reader");
+    reading = client.channel;
+    ctx = client.ctx;
     Bootstrap quiet;
-    quiet.group(client_group)
+    quiet.group(client.group)
         .option(channel_option::auto_read, false)
         .handler(init([](Channel&) {}));
     idle = quiet.connect(addr).sync().channel();
-    client_group.shutdown_gracefully();
+    client.group.shutdown_gracefully();
   }  // the group and its loops are destroyed here
 
   for (auto* ch : {idle.get(), reading.get()}) {
