@@ -1,5 +1,8 @@
 #include "checksum.hpp"
 
+// The AVX2/SSE2 choice at run time for XXH3 (XXH3_64bits* become their _dispatch forms).
+#include <xxh_x86dispatch.h>
+
 #include <cerrno>
 #include <memory>
 #include <mutex>
@@ -13,23 +16,38 @@
 
 namespace niox::transfer {
 
-Checksum::Checksum(ChecksumAlgorithm algorithm) noexcept : algorithm_(algorithm) {}
+Checksum::Checksum(ChecksumAlgorithm algorithm) noexcept : algorithm_(algorithm) { reset(); }
+
+void Checksum::reset() noexcept {
+  total_length_ = 0;
+  if (algorithm_ == ChecksumAlgorithm::xxh64) {
+    XXH64_reset(&xxh64_, 0);
+  } else {
+    XXH3_64bits_reset(&xxh3_);
+  }
+}
 
 Checksum& Checksum::update(std::span<const std::byte> data) noexcept {
+  total_length_ += data.size();
   if (algorithm_ == ChecksumAlgorithm::xxh64) {
-    xxh64_.update(data);
+    XXH64_update(&xxh64_, data.data(), data.size());
   } else {
-    xxh3_.update(data);
+    XXH3_64bits_update(&xxh3_, data.data(), data.size());
   }
   return *this;
 }
 
 std::uint64_t Checksum::digest() const noexcept {
-  return algorithm_ == ChecksumAlgorithm::xxh64 ? xxh64_.digest() : xxh3_.digest();
+  return algorithm_ == ChecksumAlgorithm::xxh64 ? XXH64_digest(&xxh64_) : XXH3_64bits_digest(&xxh3_);
 }
 
-std::uint64_t Checksum::total_length() const noexcept {
-  return algorithm_ == ChecksumAlgorithm::xxh64 ? xxh64_.total_length() : xxh3_.total_length();
+std::uint64_t xxh3_64(std::span<const std::byte> data) noexcept { return XXH3_64bits(data.data(), data.size()); }
+std::uint64_t xxh3_64(std::string_view text) noexcept { return XXH3_64bits(text.data(), text.size()); }
+std::uint64_t xxh64(std::span<const std::byte> data, std::uint64_t seed) noexcept {
+  return XXH64(data.data(), data.size(), seed);
+}
+std::uint64_t xxh64(std::string_view text, std::uint64_t seed) noexcept {
+  return XXH64(text.data(), text.size(), seed);
 }
 
 namespace {

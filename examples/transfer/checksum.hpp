@@ -1,34 +1,55 @@
 // Checksum — a transfer's body checksum, by the algorithm its header names: XXH3-64 (what
-// niox-transfer sends, see xxh3.hpp) or XXH64 (what it sent before, still accepted), and the
-// helpers that hash a range of a file through the page cache.
+// niox-transfer sends) or XXH64 (what it sent before, still accepted), and the helpers that hash
+// a range of a file through the page cache.
+//
+// Both come from libxxhash (xxHash's reference implementation, Debian's libxxhash-dev): XXH3
+// through its x86 dispatch, which picks the AVX2 or SSE2 stripe kernel on first use, so the
+// hash runs at the widest vector width the CPU has. Like XXH64 it guards against accidental
+// damage, not against an attacker. The hash states live inside Checksum (static linking API):
+// hashing allocates nothing.
 #pragma once
 
 #include "transfer_protocol.hpp"
-#include "xxh3.hpp"
-#include "xxhash64.hpp"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t / XXH64_state_t as members
+#include <xxhash.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <system_error>
 
 namespace niox::transfer {
 
+// Incremental: update() any number of times with pieces of any size, then digest(); the result
+// equals the one-shot hash of the concatenation. digest() does not change the state.
 class Checksum {
  public:
   explicit Checksum(ChecksumAlgorithm algorithm = ChecksumAlgorithm::xxh3_64) noexcept;
 
   ChecksumAlgorithm algorithm() const noexcept { return algorithm_; }
+  void reset() noexcept;
   Checksum& update(std::span<const std::byte> data) noexcept;
+  Checksum& update(std::string_view text) noexcept {
+    return update(std::as_bytes(std::span(text.data(), text.size())));
+  }
   std::uint64_t digest() const noexcept;
-  std::uint64_t total_length() const noexcept;
+  std::uint64_t total_length() const noexcept { return total_length_; }
 
  private:
   ChecksumAlgorithm algorithm_;
-  Xxh3 xxh3_;
-  XxHash64 xxh64_;
+  std::uint64_t total_length_ = 0;
+  XXH3_state_t xxh3_;
+  XXH64_state_t xxh64_;
 };
+
+// One-shot hashes (seed 0 unless given).
+std::uint64_t xxh3_64(std::span<const std::byte> data) noexcept;
+std::uint64_t xxh3_64(std::string_view text) noexcept;
+std::uint64_t xxh64(std::span<const std::byte> data, std::uint64_t seed = 0) noexcept;
+std::uint64_t xxh64(std::string_view text, std::uint64_t seed = 0) noexcept;
 
 // The checksum of `count` bytes of the file `fd` from `offset`, read through the page cache (so
 // the file position is untouched and a file just written or about to be sent is served from

@@ -4,7 +4,7 @@
 #include "support/child_process.hpp"
 #include "temp_dir.hpp"
 #include "transfer_protocol.hpp"
-#include "xxhash64.hpp"
+#include "checksum.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>

@@ -1,7 +1,6 @@
 #include "temp_dir.hpp"
 #include "transfer_session.hpp"
-#include "xxh3.hpp"
-#include "xxh3.hpp"
+#include "checksum.hpp"
 
 #include <gtest/gtest.h>
 
