@@ -2,7 +2,7 @@
 # niox_<layer>, compiled against a view of the tree that holds only its own layer and the
 # layers below it: an upward include is a "No such file" build error, not a convention.
 # niox::niox (the installed library) is all of them in one archive.
-set(NIOX_LAYERS base buffer channels loop transport)
+set(NIOX_LAYERS base buffer channels loop async transport)
 
 # niox_add_layers(<target>): defines niox_<layer> for every layer with sources and adds their
 # objects to <target>.

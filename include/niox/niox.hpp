@@ -2,6 +2,9 @@
 #pragma once
 
 // buffer/: java.nio.ByteBuffer and gather/scatter helpers
+#include <niox/async/spawn.hpp>
+#include <niox/async/task.hpp>
+#include <niox/async/when_all.hpp>
 #include <niox/base/log.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>

@@ -1,0 +1,226 @@
+// Starting Tasks: sync_wait() from an ordinary thread, co_spawn() onto an executor, and the
+// awaitables that move a coroutine between threads or through time.
+//
+//   int main() { return sync_wait(serve(loop)); }          // blocks this thread
+//   co_spawn(loop, handle(connection));                     // detached: errors go to the log
+//   co_spawn(loop, compute(), [](std::exception_ptr e, int v) { ... });  // on the loop thread
+//   co_await resume_on(other_loop);                         // continue on another thread
+//   co_await sleep_for(loop, 50ms);                         // a timer, no thread blocked
+#pragma once
+
+#include <niox/async/task.hpp>
+#include <niox/base/log.hpp>
+#include <niox/loop/event_loop.hpp>
+#include <niox/loop/executor.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace niox {
+
+namespace detail {
+
+// An eager coroutine that destroys itself at its end: the driver under sync_wait, co_spawn and
+// when_all. Its body catches everything.
+struct Detached {
+  struct promise_type : CachedFrame {
+    Detached get_return_object() const noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+};
+
+template <class T>
+struct SyncWaitState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::optional<T> value;
+};
+template <>
+struct SyncWaitState<void> {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+template <class T>
+Detached drive_sync_wait(Task<T> task, SyncWaitState<T>& s) {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(task);
+    } else {
+      s.value.emplace(co_await std::move(task));
+    }
+  } catch (...) {
+    s.error = std::current_exception();
+  }
+  // Notified under the lock: once the waiter sees `done` it may return and free `s`.
+  std::lock_guard lock(s.mutex);
+  s.done = true;
+  s.cv.notify_all();
+}
+
+template <class T, class Callback>
+Detached drive_spawned(Task<T> task, Callback callback) {
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<T>) {
+    try {
+      co_await std::move(task);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    callback(error);
+  } else {
+    std::optional<T> value;
+    try {
+      value.emplace(co_await std::move(task));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    callback(error, value ? std::move(*value) : T{});
+  }
+}
+
+inline void log_detached_failure(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    log(LogLevel::error, "a detached task failed: {}", ex.what());
+  } catch (...) {
+    log(LogLevel::error, "a detached task failed with a non-standard exception");
+  }
+}
+
+}  // namespace detail
+
+// Runs `task` on the calling thread until it completes (it may hop to other threads meanwhile,
+// the calling thread waits) and returns its value or rethrows its exception. For main() and
+// tests. Throws BlockingOperationException on a thread that runs an event loop.
+template <class T>
+T sync_wait(Task<T> task) {
+  if (detail::on_loop_thread()) {
+    throw BlockingOperationException(
+        "niox: sync_wait() on an event loop thread would block the loop; co_await the task or "
+        "co_spawn it");
+  }
+  detail::SyncWaitState<T> s;
+  detail::drive_sync_wait(std::move(task), s);
+  std::unique_lock lock(s.mutex);
+  s.cv.wait(lock, [&] { return s.done; });
+  if (s.error) {
+    std::rethrow_exception(s.error);
+  }
+  if constexpr (!std::is_void_v<T>) {
+    return std::move(*s.value);
+  }
+}
+
+// Starts `task` on `executor`'s thread (in a later turn; any thread may call this) and calls
+// `callback(std::exception_ptr, T)` there when it ends (`callback(std::exception_ptr)` for
+// Task<void>; a value-initialised T comes with an exception). The task owns what it captured
+// until then.
+template <class T, class Callback>
+void co_spawn(Executor& executor, Task<T> task, Callback callback) {
+  executor.execute([t = std::move(task), cb = std::move(callback)]() mutable {
+    detail::drive_spawned(std::move(t), std::move(cb));
+  });
+}
+
+// Detached: starts `task` on `executor`; an exception that ends it is reported through the log
+// sink (niox/base/log.hpp).
+template <class T>
+void co_spawn(Executor& executor, Task<T> task) {
+  if constexpr (std::is_void_v<T>) {
+    co_spawn(executor, std::move(task), [](std::exception_ptr e) {
+      if (e) detail::log_detached_failure(e);
+    });
+  } else {
+    co_spawn(executor, std::move(task), [](std::exception_ptr e, T&&) {
+      if (e) detail::log_detached_failure(e);
+    });
+  }
+}
+
+// co_await resume_on(executor): continues the coroutine on `executor`'s thread (at once when
+// already there). Throws IllegalStateException when the executor is gone.
+class ResumeOn {
+ public:
+  explicit ResumeOn(Executor& executor) noexcept : executor_(&executor) {}
+  bool await_ready() const noexcept { return executor_->link()->in_event_loop(); }
+  bool await_suspend(std::coroutine_handle<> h) {
+    Runnable resume([h] { h.resume(); });
+    if (executor_->link()->execute(resume)) {
+      return true;  // from here on the other thread may already run (and free) this frame
+    }
+    gone_ = true;
+    return false;
+  }
+  void await_resume() const {
+    if (gone_) {
+      throw IllegalStateException("niox: resume_on(): the executor is gone");
+    }
+  }
+
+ private:
+  Executor* executor_;
+  bool gone_ = false;
+};
+inline ResumeOn resume_on(Executor& executor) noexcept { return ResumeOn(executor); }
+
+// co_await sleep_for(loop, d): resumes on `loop`'s thread after `d` (a timer; no thread
+// blocks). Destroying the suspended coroutine cancels the timer. Throws IllegalStateException
+// when the loop is gone.
+class SleepFor {
+ public:
+  SleepFor(EventLoop& loop, std::chrono::nanoseconds delay) noexcept : loop_(&loop), delay_(delay) {}
+  SleepFor(const SleepFor&) = delete;
+  SleepFor& operator=(const SleepFor&) = delete;
+  ~SleepFor() { timer_.cancel(); }
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) {
+    // The timer is armed on the loop's own thread, so that it cannot fire (and the coroutine go
+    // on, and this frame be freed) before timer_ holds it.
+    if (loop_->in_event_loop()) {
+      timer_ = loop_->schedule(delay_, [h] { h.resume(); });
+      return true;
+    }
+    Runnable arm([this, h] { timer_ = loop_->schedule(delay_, [h] { h.resume(); }); });
+    if (loop_->link()->execute(arm)) {
+      return true;
+    }
+    gone_ = true;
+    return false;
+  }
+  void await_resume() const {
+    if (gone_) {
+      throw IllegalStateException("niox: sleep_for(): the event loop is gone");
+    }
+  }
+
+ private:
+  EventLoop* loop_;
+  std::chrono::nanoseconds delay_;
+  ScheduledFuture timer_;
+  bool gone_ = false;
+};
+template <class Rep, class Period>
+SleepFor sleep_for(EventLoop& loop, std::chrono::duration<Rep, Period> d) noexcept {
+  return SleepFor(loop, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+}
+template <class Clock, class Duration>
+SleepFor sleep_until(EventLoop& loop, std::chrono::time_point<Clock, Duration> deadline) noexcept {
+  return SleepFor(loop, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()));
+}
+
+}  // namespace niox
