@@ -16,6 +16,7 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -237,6 +238,68 @@ TEST_P(AsyncLoopTest, DestroyingASuspendedTaskCancelsItsTimer) {
   for (int i = 0; i < 5; ++i) loop.run_once(20ms);
   EXPECT_FALSE(resumed);
   EXPECT_EQ(loop.pending(), 0u);
+}
+
+// A stop request from another thread ends a sleep at once, on the loop, with
+// operation_aborted; the timer is gone with it.
+TEST_P(AsyncLoopTest, AStopRequestFromAnotherThreadCancelsASleep) {
+  EventLoopGroup group(group_options(1));
+  EventLoop& loop = group.next();
+  std::stop_source stop;
+  auto sleeper = [&]() -> Task<std::string> {
+    try {
+      co_await sleep_for(loop, 1h);
+    } catch (const std::system_error& e) {
+      co_return std::string(e.code() == operation_aborted() ? "aborted" : "other") +
+          (loop.in_event_loop() ? " on the loop" : " elsewhere");
+    }
+    co_return "slept";
+  };
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(10ms);
+    stop.request_stop();
+  });
+  EXPECT_EQ(sync_wait(with_stop_token(stop.get_token(), sleeper())), "aborted on the loop");
+  stopper.join();
+  // Already stopped: the next sleep does not even start.
+  EXPECT_THROW(sync_wait(with_stop_token(stop.get_token(), [&]() -> Task<void> {
+                 co_await sleep_for(loop, 1h);
+               }())),
+               std::system_error);
+  std::promise<std::size_t> pending;
+  loop.execute([&] { pending.set_value(loop.pending()); });
+  EXPECT_EQ(pending.get_future().get(), 0u);
+}
+
+Task<int> nap(EventLoop& loop, std::chrono::milliseconds d, int v) {
+  co_await sleep_for(loop, d);
+  co_return v;
+}
+
+TEST_P(AsyncLoopTest, WithTimeoutStopsTheTaskAndReportsTimedOut) {
+  EventLoopGroup group(group_options(1));
+  EventLoop& loop = group.next();
+  try {
+    sync_wait(with_timeout(loop, nap(loop, 1h, 1), 20ms));
+    FAIL() << "expected timed_out";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::timed_out);
+  }
+  EXPECT_EQ(sync_wait(with_timeout(loop, nap(loop, 1ms, 2), 1h)), 2);
+  // A timeout racing a completion: one of the two outcomes, every time, and nothing left over.
+  int completed = 0, timed_out = 0;
+  for (int i = 0; i < 200; ++i) {
+    try {
+      completed += sync_wait(with_timeout(loop, nap(loop, 1ms, 1), 1ms));
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::timed_out);
+      ++timed_out;
+    }
+  }
+  EXPECT_EQ(completed + timed_out, 200);
+  std::promise<std::size_t> pending;
+  loop.execute([&] { pending.set_value(loop.pending()); });
+  EXPECT_EQ(pending.get_future().get(), 0u);
 }
 
 NIOX_INSTANTIATE_BACKENDS(AsyncLoopTest);

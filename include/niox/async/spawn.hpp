@@ -13,18 +13,26 @@
 #include <niox/loop/event_loop.hpp>
 #include <niox/loop/executor.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
 #include <exception>
 #include <mutex>
+#include <memory>
 #include <optional>
+#include <stop_token>
+#include <system_error>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace niox {
 
 namespace detail {
+
+template <class T>
+using NonVoidResult = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
 // An eager coroutine that destroys itself at its end: the driver under sync_wait, co_spawn and
 // when_all. Its body catches everything.
@@ -56,14 +64,18 @@ struct SyncWaitState<void> {
 
 template <class T>
 Detached drive_sync_wait(Task<T> task, SyncWaitState<T>& s) {
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(task);
-    } else {
-      s.value.emplace(co_await std::move(task));
+  {
+    // The task (its frames, their copy of an exception) is gone before the waiter wakes up.
+    Task<T> t = std::move(task);
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await t;
+      } else {
+        s.value.emplace(co_await t);
+      }
+    } catch (...) {
+      s.error = std::current_exception();
     }
-  } catch (...) {
-    s.error = std::current_exception();
   }
   // Notified under the lock: once the waiter sees `done` it may return and free `s`.
   std::lock_guard lock(s.mutex);
@@ -74,20 +86,24 @@ Detached drive_sync_wait(Task<T> task, SyncWaitState<T>& s) {
 template <class T, class Callback>
 Detached drive_spawned(Task<T> task, Callback callback) {
   std::exception_ptr error;
-  if constexpr (std::is_void_v<T>) {
+  std::optional<NonVoidResult<T>> value;
+  {
+    // The task's frames are gone before the callback runs.
+    Task<T> t = std::move(task);
     try {
-      co_await std::move(task);
+      if constexpr (std::is_void_v<T>) {
+        co_await t;
+        value.emplace();
+      } else {
+        value.emplace(co_await t);
+      }
     } catch (...) {
       error = std::current_exception();
     }
+  }
+  if constexpr (std::is_void_v<T>) {
     callback(error);
   } else {
-    std::optional<T> value;
-    try {
-      value.emplace(co_await std::move(task));
-    } catch (...) {
-      error = std::current_exception();
-    }
     callback(error, value ? std::move(*value) : T{});
   }
 }
@@ -179,26 +195,52 @@ class ResumeOn {
 inline ResumeOn resume_on(Executor& executor) noexcept { return ResumeOn(executor); }
 
 // co_await sleep_for(loop, d): resumes on `loop`'s thread after `d` (a timer; no thread
-// blocks). Destroying the suspended coroutine cancels the timer. Throws IllegalStateException
-// when the loop is gone.
+// blocks). A stop request on the task's token ends it at once (on the loop thread) with
+// std::system_error(operation_aborted()). Destroying the suspended coroutine cancels the timer.
+// Throws IllegalStateException when the loop is gone.
 class SleepFor {
  public:
   SleepFor(EventLoop& loop, std::chrono::nanoseconds delay) noexcept : loop_(&loop), delay_(delay) {}
   SleepFor(const SleepFor&) = delete;
   SleepFor& operator=(const SleepFor&) = delete;
-  ~SleepFor() { timer_.cancel(); }
+  ~SleepFor() {
+    stop_.reset();  // deregisters (waits for a stop callback running on another thread)
+    if (state_) state_->timer.cancel();
+  }
   bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) {
-    // The timer is armed on the loop's own thread, so that it cannot fire (and the coroutine go
-    // on, and this frame be freed) before timer_ holds it.
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) {
+    std::stop_token token = detail::stop_token_of(h);
+    if (token.stop_requested()) {
+      aborted_ = true;
+      return false;
+    }
+    if (!loop_->link()->alive()) {
+      gone_ = true;
+      return false;
+    }
+    // Shared with the timer and the stop callback; whichever claims it first resumes, once.
+    state_ = std::allocate_shared<State>(detail::CachedObjectAllocator<State>());
+    state_->h = h;
+    if (token.stop_possible()) {
+      stop_.emplace(std::move(token), OnStop{state_, loop_});
+    }
+    // Armed on the loop's own thread, so that it cannot fire before `timer` holds it.
+    auto arm = [st = state_, loop = loop_, d = delay_] {
+      st->timer = loop->schedule(d, [st] {
+        if (!st->claimed.exchange(true)) st->h.resume();
+      });
+    };
     if (loop_->in_event_loop()) {
-      timer_ = loop_->schedule(delay_, [h] { h.resume(); });
+      arm();
       return true;
     }
-    Runnable arm([this, h] { timer_ = loop_->schedule(delay_, [h] { h.resume(); }); });
-    if (loop_->link()->execute(arm)) {
-      return true;
+    Runnable r(std::move(arm));
+    if (loop_->link()->execute(r)) {
+      return true;  // from here on the loop may already run (and free) this frame
     }
+    stop_.reset();
+    state_.reset();
     gone_ = true;
     return false;
   }
@@ -206,13 +248,44 @@ class SleepFor {
     if (gone_) {
       throw IllegalStateException("niox: sleep_for(): the event loop is gone");
     }
+    if (aborted_ || (state_ && state_->aborted)) {
+      throw std::system_error(operation_aborted(), "sleep_for");
+    }
   }
 
  private:
+  struct State {
+    std::atomic<bool> claimed{false};
+    bool aborted = false;
+    std::coroutine_handle<> h;
+    ScheduledFuture timer;
+  };
+  struct OnStop {
+    std::shared_ptr<State> st;
+    EventLoop* loop;
+    void operator()() noexcept {
+      // Ends the sleep on the loop thread, where the timer also runs.
+      try {
+        Runnable r([st = st] {
+          if (!st->claimed.exchange(true)) {
+            st->timer.cancel();
+            st->aborted = true;
+            st->h.resume();
+          }
+        });
+        loop->link()->execute(r);
+      } catch (...) {
+        // Out of memory: the sleep ends at its deadline instead.
+      }
+    }
+  };
+
   EventLoop* loop_;
   std::chrono::nanoseconds delay_;
-  ScheduledFuture timer_;
+  std::shared_ptr<State> state_;
+  std::optional<std::stop_callback<OnStop>> stop_;
   bool gone_ = false;
+  bool aborted_ = false;
 };
 template <class Rep, class Period>
 SleepFor sleep_for(EventLoop& loop, std::chrono::duration<Rep, Period> d) noexcept {
@@ -221,6 +294,61 @@ SleepFor sleep_for(EventLoop& loop, std::chrono::duration<Rep, Period> d) noexce
 template <class Clock, class Duration>
 SleepFor sleep_until(EventLoop& loop, std::chrono::time_point<Clock, Duration> deadline) noexcept {
   return SleepFor(loop, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()));
+}
+
+// co_await with_timeout(loop, task, d): `task`'s result, unless `d` passes first: then the task
+// is stopped (its awaitables end with operation_aborted) and, once it has ended, with_timeout
+// throws std::system_error(std::errc::timed_out). A stop request on the awaiting task stops the
+// inner one too. The timer runs on `loop`.
+template <class T, class Rep, class Period>
+Task<T> with_timeout(EventLoop& loop, Task<T> task, std::chrono::duration<Rep, Period> d) {
+  struct Shared {
+    std::stop_source source;
+    std::atomic<bool> expired{false};
+  };
+  auto shared = std::allocate_shared<Shared>(detail::CachedObjectAllocator<Shared>());
+  // Awaited in a statement of its own: GCC 12 miscompiles a co_await inside the initializer of
+  // a variable with a destructor (a stop_callback here), freeing a shared_ptr twice.
+  std::stop_token parent = co_await current_stop_token();
+  auto forward_stop = [shared] { shared->source.request_stop(); };
+  std::stop_callback<decltype(forward_stop)> forward(parent, forward_stop);
+  ScheduledFuture timer = loop.schedule(d, [shared] {
+    shared->expired = true;
+    shared->source.request_stop();
+  });
+  std::exception_ptr error;
+  std::optional<detail::NonVoidResult<T>> value;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await with_stop_token(shared->source.get_token(), std::move(task));
+      value.emplace();
+    } else {
+      value.emplace(co_await with_stop_token(shared->source.get_token(), std::move(task)));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  timer.cancel();
+  if (error) {
+    bool timed_out = false;
+    if (shared->expired) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::system_error& e) {
+        timed_out = e.code() == operation_aborted();
+      } catch (...) {
+      }
+    }
+    if (timed_out) {
+      throw std::system_error(std::make_error_code(std::errc::timed_out), "with_timeout");
+    }
+    std::rethrow_exception(error);
+  }
+  if constexpr (std::is_void_v<T>) {
+    co_return;
+  } else {
+    co_return std::move(*value);
+  }
 }
 
 }  // namespace niox

@@ -22,6 +22,11 @@
 //         ^ ── resume ──> task body ── co_return: queue awaiter, suspend ──────┤
 //         └────────────────────────────────────────────────────────────────────┘
 //
+// Cancellation: every Task carries a std::stop_token, inherited from the Task that awaits it
+// unless given with with_stop_token(). Awaitables read it (co_await current_stop_token()
+// returns it): a stop request makes the operation they wait on end at once with
+// operation_aborted (a std::system_error), on the thread the operation belongs to.
+//
 // Exceptions: one escaping the body is kept in the promise and rethrown from the awaiter's
 // co_await (so it crosses any number of levels). Ownership: the Task owns its frame; destroying
 // a Task that has not been awaited destroys the frame (and the captured arguments); a Task is
@@ -36,6 +41,7 @@
 #include <exception>
 #include <new>
 #include <optional>
+#include <stop_token>
 #include <type_traits>
 #include <utility>
 
@@ -60,6 +66,8 @@ struct CachedFrame {
 struct TaskPromiseBase : CachedFrame {
   std::coroutine_handle<> continuation;  // none: started by hand
   std::exception_ptr error;
+  std::stop_token stop;
+  bool own_stop = false;  // given by with_stop_token(): not inherited from the awaiter
 
   struct FinalAwaiter {
     bool await_ready() const noexcept { return false; }
@@ -132,7 +140,11 @@ class [[nodiscard]] Task {
   struct Awaiter {
     std::coroutine_handle<promise_type> h;
     bool await_ready() const noexcept { return !h || h.done(); }
-    void await_suspend(std::coroutine_handle<> awaiting) {
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> awaiting) {
+      if constexpr (std::is_base_of_v<detail::TaskPromiseBase, P>) {
+        if (!h.promise().own_stop) h.promise().stop = awaiting.promise().stop;
+      }
       h.promise().continuation = awaiting;
       detail::resume_soon(h);  // into the task's body, from the drain loop
     }
@@ -145,6 +157,8 @@ class [[nodiscard]] Task {
 
  private:
   friend struct detail::TaskPromise<T>;
+  template <class U>
+  friend Task<U> with_stop_token(std::stop_token token, Task<U> task) noexcept;
   explicit Task(std::coroutine_handle<promise_type> h) noexcept : h_(h) {}
   void reset() noexcept {
     if (h_) {
@@ -163,6 +177,41 @@ Task<T> TaskPromise<T>::get_return_object() noexcept {
 inline Task<void> TaskPromise<void>::get_return_object() noexcept {
   return Task<void>(std::coroutine_handle<TaskPromise<void>>::from_promise(*this));
 }
+// The awaitable reading a task's token: e.g. await_suspend(coroutine_handle<P>) of niox's own
+// awaitables; any awaiter may do the same with stop_token_of(handle).
+template <class P>
+std::stop_token stop_token_of(std::coroutine_handle<P> h) noexcept {
+  if constexpr (std::is_base_of_v<TaskPromiseBase, P>) {
+    return h.promise().stop;
+  } else {
+    return {};
+  }
+}
+
+struct CurrentStopToken {
+  std::stop_token token;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    token = stop_token_of(h);
+    return false;  // never suspends
+  }
+  std::stop_token await_resume() noexcept { return std::move(token); }
+};
+
 }  // namespace detail
+
+// `task`, running with `token` instead of its awaiter's.
+template <class T>
+Task<T> with_stop_token(std::stop_token token, Task<T> task) noexcept {
+  if (task.h_) {
+    task.h_.promise().stop = std::move(token);
+    task.h_.promise().own_stop = true;
+  }
+  return task;
+}
+
+// co_await current_stop_token(): the running task's token.
+inline detail::CurrentStopToken current_stop_token() noexcept { return {}; }
 
 }  // namespace niox
