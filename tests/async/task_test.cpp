@@ -3,6 +3,7 @@
 #include <niox/async/spawn.hpp>
 #include <niox/async/task.hpp>
 #include <niox/async/when_all.hpp>
+#include <niox/async/when_any.hpp>
 #include <niox/base/log.hpp>
 #include <niox/loop/event_loop_group.hpp>
 
@@ -300,6 +301,86 @@ TEST_P(AsyncLoopTest, WithTimeoutStopsTheTaskAndReportsTimedOut) {
   std::promise<std::size_t> pending;
   loop.execute([&] { pending.set_value(loop.pending()); });
   EXPECT_EQ(pending.get_future().get(), 0u);
+}
+
+// when_any: the first to finish wins; the others are stopped and have ended by then.
+TEST_P(AsyncLoopTest, WhenAnyTakesTheFirstAndStopsTheOthers) {
+  EventLoopGroup group(group_options(1));
+  EventLoop& loop = group.next();
+  auto race = [&]() -> Task<std::pair<std::size_t, int>> {
+    std::vector<Task<int>> tasks;
+    tasks.push_back(nap(loop, 1h, 1));
+    tasks.push_back(nap(loop, 5ms, 2));
+    tasks.push_back(nap(loop, 1h, 3));
+    co_return co_await when_any(std::move(tasks));
+  };
+  EXPECT_EQ(sync_wait(race()), (std::pair<std::size_t, int>{1, 2}));
+  auto failing = [&]() -> Task<int> {
+    co_await sleep_for(loop, 2ms);
+    throw std::runtime_error("first and failed");
+  };
+  auto race_failure = [&]() -> Task<void> {
+    std::vector<Task<int>> tasks;
+    tasks.push_back(nap(loop, 1h, 1));
+    tasks.push_back(failing());
+    co_await when_any(std::move(tasks));
+  };
+  EXPECT_THROW(sync_wait(race_failure()), std::runtime_error);
+  std::promise<std::size_t> pending;
+  loop.execute([&] { pending.set_value(loop.pending()); });
+  EXPECT_EQ(pending.get_future().get(), 0u);
+}
+
+// A TaskGroup joins its children; the first failure stops the rest and is rethrown.
+TEST_P(AsyncLoopTest, TaskGroupJoinsItsChildrenAndPropagatesTheFirstFailure) {
+  EventLoopGroup group(group_options(1));
+  EventLoop& loop = group.next();
+  std::atomic<int> stopped{0};
+  auto sleeper = [&]() -> Task<void> {
+    try {
+      co_await sleep_for(loop, 1h);
+    } catch (const std::system_error&) {
+      ++stopped;
+      throw;
+    }
+  };
+  auto failing = [&]() -> Task<void> {
+    co_await sleep_for(loop, 5ms);
+    throw std::runtime_error("child failed");
+  };
+  auto nursery = [&]() -> Task<void> {
+    co_await resume_on(loop);
+    TaskGroup g;
+    for (int i = 0; i < 3; ++i) g.spawn(sleeper());
+    g.spawn(failing());
+    EXPECT_EQ(g.running(), 4u);
+    co_await g.join();
+  };
+  try {
+    sync_wait(nursery());
+    FAIL() << "expected the child's failure";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "child failed");
+  }
+  EXPECT_EQ(stopped.load(), 3);
+
+  // Stopped from outside: the children end with operation_aborted, which join() does not
+  // count as a failure.
+  std::stop_source stop;
+  auto server = [&]() -> Task<int> {
+    co_await resume_on(loop);
+    TaskGroup g;
+    for (int i = 0; i < 5; ++i) g.spawn(sleeper());
+    co_await g.join();
+    co_return 5;
+  };
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(10ms);
+    stop.request_stop();
+  });
+  EXPECT_EQ(sync_wait(with_stop_token(stop.get_token(), server())), 5);
+  stopper.join();
+  EXPECT_EQ(stopped.load(), 8);
 }
 
 NIOX_INSTANTIATE_BACKENDS(AsyncLoopTest);
