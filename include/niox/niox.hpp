@@ -33,6 +33,7 @@
 #include <niox/transport/channel.hpp>
 #include <niox/transport/channel_future.hpp>
 #include <niox/transport/channel_handler.hpp>
+#include <niox/transport/channel_inbound_queue.hpp>
 #include <niox/transport/channel_pipeline.hpp>
 #include <niox/transport/codec/byte_to_message_decoder.hpp>
 #include <niox/transport/codec/header_body_decoder.hpp>

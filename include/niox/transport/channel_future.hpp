@@ -12,6 +12,9 @@
 //    that completes the promise or adds them: there is no other thread left to run them on.
 //  - sync() waits for the outcome on a thread that is not an event loop's; on a loop thread it
 //    throws BlockingOperationException instead of freezing the loop.
+//  - In a coroutine, `co_await future` waits without blocking: it resumes on the channel's loop
+//    thread (as a listener does) and throws std::system_error on failure; `co_await
+//    future.outcome()` returns the std::error_code instead.
 //  - A default-constructed ChannelPromise is the "void promise": completing it does nothing and
 //    costs nothing; use it on hot paths where nobody waits.
 #pragma once
@@ -19,6 +22,7 @@
 #include <niox/buffer/buffer_pool.hpp>
 #include <niox/loop/executor.hpp>
 
+#include <coroutine>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -127,6 +131,12 @@ class ChannelFuture {
   // The same, returning the failure in `ec` (cleared on success).
   const ChannelFuture& sync(std::error_code& ec) const;
 
+  // Awaiting the outcome in a coroutine (see the top of this file). The void promise completes
+  // at once with success.
+  class Awaiter;
+  Awaiter operator co_await() const noexcept;
+  Awaiter outcome() const noexcept;
+
   friend bool operator==(const ChannelFuture& a, const ChannelFuture& b) noexcept {
     return a.state_ == b.state_;
   }
@@ -135,6 +145,35 @@ class ChannelFuture {
   explicit ChannelFuture(std::shared_ptr<detail::PromiseState> s) noexcept : state_(std::move(s)) {}
   std::shared_ptr<detail::PromiseState> state_;
 };
+
+class ChannelFuture::Awaiter {
+ public:
+  Awaiter(ChannelFuture f, bool throws) noexcept : f_(std::move(f)), throws_(throws) {}
+  bool await_ready() const noexcept { return !f_.valid(); }
+  void await_suspend(std::coroutine_handle<> h) {
+    // The listener runs on the loop (later, also when already done); it resumes the coroutine
+    // there. Nothing here touches this awaiter once the listener is added.
+    f_.add_listener([this, h](const std::error_code& ec) {
+      ec_ = ec;
+      h.resume();
+    });
+  }
+  std::error_code await_resume() const {
+    if (throws_ && ec_) {
+      throw std::system_error(ec_);
+    }
+    return ec_;
+  }
+
+ private:
+  ChannelFuture f_;
+  std::error_code ec_;
+  bool throws_;
+};
+inline ChannelFuture::Awaiter ChannelFuture::operator co_await() const noexcept {
+  return Awaiter(*this, true);
+}
+inline ChannelFuture::Awaiter ChannelFuture::outcome() const noexcept { return Awaiter(*this, false); }
 
 class ChannelPromise : public ChannelFuture {
  public:
