@@ -1,4 +1,5 @@
 #include "loop/epoll_backend.hpp"
+#include "loop/ops/family.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -95,28 +96,16 @@ void EpollBackend::drain() {
 }
 
 void EpollBackend::attempt(Operation* op) {
-  if (op->kind != OpKind::read_at && op->kind != OpKind::write_at) {
+  const OpFamily& family = *op->family;
+  if (!family.keeps_blocking) {
     ensure_nonblocking(op->fd);
     if (op->fd_out >= 0) ensure_nonblocking(op->fd_out);
   }
   // Known not ready (the last attempt this way hit EAGAIN and no edge came since): wait.
-  bool in_dir = false, out_dir = false;
-  switch (op->kind) {
-    case OpKind::read: case OpKind::recvmsg: case OpKind::accept: case OpKind::accept_multishot:
-      in_dir = true;
-      break;
-    case OpKind::write: case OpKind::sendmsg:
-      out_dir = true;
-      break;
-    case OpKind::connect:
-      out_dir = op->connect_started;
-      break;
-    default:
-      break;
-  }
-  if (in_dir || out_dir) {
+  const int edge = family.edge ? family.edge(*op) : 0;
+  if (edge) {
     Fd& f = fd_entry(op->fd);
-    if (f.registered && ((in_dir && !f.readable) || (out_dir && !f.writable))) {
+    if (f.registered && !(edge == POLLIN ? f.readable : f.writable)) {
       park(op);
       return;
     }
@@ -126,11 +115,11 @@ void EpollBackend::attempt(Operation* op) {
   if (r == -EAGAIN) {
     park(op);
     Fd& f = fd_entry(op->fd);
-    if (in_dir) f.readable = false;
-    if (out_dir) f.writable = false;
+    if (edge == POLLIN) f.readable = false;
+    if (edge == POLLOUT) f.writable = false;
     return;
   }
-  if (op->kind == OpKind::accept_multishot && r >= 0) {
+  if (family.multishot && r >= 0) {
     core_.on_result(*op, r, /*more=*/true);
     op->bstate = BackendState::ready;  // accept until EAGAIN
     ready_.push_back(op);
@@ -140,27 +129,14 @@ void EpollBackend::attempt(Operation* op) {
 }
 
 void EpollBackend::park(Operation* op) {
-  int fd = op->fd;
-  int mask = wait_events(*op);
-  if (op->kind == OpKind::splice || op->kind == OpKind::transfer_to) {
-    // Whichever side blocked: wait for the output unless it is writable already.
-    pollfd p{op->fd_out, POLLOUT, 0};
-    if (::poll(&p, 1, 0) == 0 || op->kind == OpKind::transfer_to) {
-      fd = op->fd_out;
-      mask = POLLOUT;
-    } else {
-      mask = POLLIN;
-    }
-  }
-  Fd& f = fd_entry(fd);
-  if (!ensure_registered(fd, f)) {
+  const pollfd wait = op->family->wait_for(*op);
+  Fd& f = fd_entry(wait.fd);
+  if (!ensure_registered(wait.fd, f)) {
     core_.on_result(*op, -EAGAIN);  // cannot wait for a descriptor epoll refuses
     return;
   }
   op->bstate = BackendState::parked;
-  if (op->kind == OpKind::poll) f.any.push_back(op);
-  else if (mask & POLLIN) f.in.push_back(op);
-  else f.out.push_back(op);
+  (wait.events == POLLIN ? f.in : wait.events == POLLOUT ? f.out : f.any).push_back(op);
 }
 
 void EpollBackend::watch_internal(int fd, InternalFd which) {

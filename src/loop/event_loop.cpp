@@ -1,4 +1,5 @@
 #include "loop/loop_core.hpp"
+#include "loop/ops/family.hpp"
 
 #include <niox/base/log.hpp>
 #include <niox/buffer/buffer_exceptions.hpp>
@@ -39,10 +40,6 @@ class LoopCategory final : public std::error_category {
 };
 
 int current_tid() noexcept { return detail::current_thread_id(); }
-
-std::error_code errno_code(long neg) noexcept {
-  return {static_cast<int>(-neg), std::generic_category()};
-}
 
 void ignore_sigpipe_once() {
   static std::once_flag once;
@@ -99,16 +96,6 @@ std::string_view to_string(BackendKind k) noexcept {
 
 namespace detail {
 
-int wait_events(const Operation& op) noexcept {
-  switch (op.kind) {
-    case OpKind::read: case OpKind::recvmsg: case OpKind::accept: case OpKind::accept_multishot:
-    case OpKind::read_at: case OpKind::splice:
-      return POLLIN;
-    case OpKind::poll: return op.events;
-    default: return POLLOUT;
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
@@ -152,7 +139,7 @@ LoopCore::~LoopCore() {
   backend_.reset();
   if (leak_in_backend_) {
     for (auto& owned : ops_) {
-      if (owned->live && owned->in_backend) (void)owned.release();
+      if (owned->in_kernel()) (void)owned.release();
     }
   }
   if (timer_fd_ >= 0) ::close(timer_fd_);
@@ -172,7 +159,6 @@ Operation* LoopCore::acquire() {
     op->iov.resize(8);
     ops_.push_back(std::move(owned));
   }
-  op->live = true;
   ++live_ops_;
   return op;
 }
@@ -183,8 +169,8 @@ void LoopCore::recycle(Operation* op) noexcept {
   for (int fd : op->accepted) ::close(fd);
   op->accepted.clear();
   op->ec.clear();
-  op->live = op->in_backend = op->queued_to_start = op->in_completed = op->finished = false;
-  op->cancel_requested = op->linked = op->connect_started = false;
+  op->move_to(OpState::free);
+  op->in_completed = op->connect_started = false;
   op->bstate = BackendState::none;
   op->lane = Lane::none;
   op->done = 0;
@@ -202,7 +188,7 @@ void LoopCore::recycle(Operation* op) noexcept {
 Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcept {
   if (index >= ops_.size()) return nullptr;
   Operation* op = ops_[index].get();
-  return op->live && op->generation == generation ? op : nullptr;
+  return op->state != OpState::free && op->generation == generation ? op : nullptr;
 }
 
 LoopCore::FdState& LoopCore::fd_state(int fd) {
@@ -216,23 +202,12 @@ LoopCore::FdState& LoopCore::fd_state(int fd) {
   return fs;
 }
 
-static Lane lane_of(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::read: case OpKind::recvmsg: return Lane::read;
-    case OpKind::write: case OpKind::sendmsg: case OpKind::splice: case OpKind::transfer_to:
-      return Lane::write;
-    case OpKind::accept: case OpKind::accept_multishot: return Lane::accept;
-    default: return Lane::none;
-  }
-}
-
 void LoopCore::link(Operation* op) {
   FdState& fs = fd_state(op->home_fd);
   op->fd_prev = nullptr;
   op->fd_next = fs.all;
   if (fs.all) fs.all->fd_prev = op;
   fs.all = op;
-  op->linked = true;
   if (op->lane != Lane::none) {
     int l = static_cast<int>(op->lane);
     op->lane_next = nullptr;
@@ -242,8 +217,8 @@ void LoopCore::link(Operation* op) {
 }
 
 void LoopCore::unlink(Operation* op) noexcept {
-  op->linked = false;
   FdState& fs = fds_[op->home_fd];
+  op->home_fd = -1;
   if (op->fd_prev) op->fd_prev->fd_next = op->fd_next; else fs.all = op->fd_next;
   if (op->fd_next) op->fd_next->fd_prev = op->fd_prev;
   op->fd_prev = op->fd_next = nullptr;
@@ -256,8 +231,8 @@ void LoopCore::unlink(Operation* op) noexcept {
   if (fs.lane_tail[l] == op) fs.lane_tail[l] = prev;
   op->lane_next = nullptr;
   Operation* next = fs.lane_head[l];
-  if (was_head && next && !next->queued_to_start && !next->in_backend && !next->finished) {
-    next->queued_to_start = true;
+  if (was_head && next && next->state == OpState::waiting) {
+    next->move_to(OpState::queued);
     to_start_.push_back(next);
   }
 }
@@ -270,15 +245,15 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
         "niox: an EventLoop operation was started off the loop's thread; hand it over with "
         "EventLoop::execute()");
   }
-  bool reads = a.kind == OpKind::read || a.kind == OpKind::recvmsg || a.kind == OpKind::read_at;
-  if (reads) {
+  const OpFamily& family = family_of(a.kind);
+  if (family.fills_buffers) {
     if (a.single && a.single->is_read_only() && a.single->has_remaining()) throw ReadOnlyBufferException();
     for (const ByteBuffer& b : a.many) {
       if (b.is_read_only() && b.has_remaining()) throw ReadOnlyBufferException();
     }
   }
   Operation* op = acquire();
-  op->kind = a.kind;
+  op->family = &family;
   op->fd = a.fd;
   op->fd_out = a.fd_out;
   op->offset = a.offset;
@@ -296,167 +271,45 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
     finish(op, operation_aborted());
     return h;
   }
-  if (a.kind == OpKind::timer) {
+  if (family.descriptors == 0) {
     op->deadline = std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0));
     op->period = a.period;
+    op->move_to(OpState::armed);
     arm_timer(op);
     return h;
   }
-  bool two_fds = a.kind == OpKind::splice || a.kind == OpKind::transfer_to;
-  if (op->fd < 0 || (two_fds && op->fd_out < 0)) {
+  if (op->fd < 0 || (family.descriptors == 2 && op->fd_out < 0)) {
     finish(op, std::make_error_code(std::errc::bad_file_descriptor));  // reported later, not thrown
     return h;
   }
   op->fd_is_socket = fd_state(op->fd).is_socket;
-  op->lane = lane_of(a.kind);
-  op->home_fd = (a.kind == OpKind::splice || a.kind == OpKind::transfer_to) ? a.fd_out : a.fd;
+  op->lane = family.lane;
+  op->home_fd = family.descriptors == 2 ? a.fd_out : a.fd;
   link(op);
   int l = static_cast<int>(op->lane);
   if (op->lane == Lane::none || fds_[op->home_fd].lane_head[l] == op) {
-    op->queued_to_start = true;
+    op->move_to(OpState::queued);
     to_start_.push_back(op);
+  } else {
+    op->move_to(OpState::waiting);
   }
   return h;
 }
 
-bool LoopCore::prepare(Operation* op) {
-  switch (op->kind) {
-    case OpKind::read: case OpKind::read_at: case OpKind::recvmsg:
-    case OpKind::write: case OpKind::write_at: case OpKind::sendmsg: {
-      std::size_t want = std::min(op->bufs.size(), max_iovecs_per_call);
-      if (op->iov.size() < want) op->iov.resize(want);
-      std::span<iovec> out(op->iov.data(), want);
-      bool reading = op->kind == OpKind::read || op->kind == OpKind::read_at || op->kind == OpKind::recvmsg;
-      op->iovcnt = static_cast<int>(reading ? scatter_iovecs(op->bufs, out) : gather_iovecs(op->bufs, out));
-      if (op->iovcnt == 0 && op->kind != OpKind::recvmsg && op->kind != OpKind::sendmsg) return false;
-      if (op->kind == OpKind::read) {
-        op->length = 0;
-        for (int i = 0; i < op->iovcnt; ++i) op->length += op->iov[i].iov_len;
-        op->poll_first = op->linked && op->fd_is_socket && fds_[op->home_fd].read_drained;
-      }
-      if (!reading && op->iovcnt > 1) {
-        AtomicCounters::add(stats_.gathering_writes, 1);
-        AtomicCounters::add(stats_.gathered_buffers, op->iovcnt);
-      }
-      op->msg = msghdr{};
-      op->msg.msg_iov = op->iov.data();
-      op->msg.msg_iovlen = static_cast<std::size_t>(op->iovcnt);
-      if (op->kind == OpKind::recvmsg) {
-        op->msg.msg_name = &op->addr;
-        op->msg.msg_namelen = sizeof(op->addr);
-      } else if (op->kind == OpKind::sendmsg && op->addrlen > 0) {
-        op->msg.msg_name = &op->addr;
-        op->msg.msg_namelen = op->addrlen;
-      }
-      return true;
-    }
-    case OpKind::transfer_to:
-      return op->done < op->length;
-    default:
-      return true;
-  }
-}
-
 void LoopCore::begin_attempt(Operation* op) {
-  if (!prepare(op)) {
+  if (op->family->prepare && !op->family->prepare(*this, *op)) {
     finish(op, {});
     return;
   }
-  op->in_backend = true;
+  op->move_to(OpState::in_kernel);
   AtomicCounters::add(stats_.ops_submitted, 1);
   backend_->start(*op);
 }
 
-void LoopCore::on_result(Operation& o, long res, bool more) {
-  Operation* op = &o;
-  bool multishot = op->kind == OpKind::accept_multishot;
-  op->in_backend = multishot && more;
-  bool aborted = op->cancel_requested || res == -ECANCELED;
-  switch (op->kind) {
-    case OpKind::read: case OpKind::read_at: case OpKind::recvmsg:
-      if (res > 0) {
-        niox::advance(op->bufs, static_cast<std::size_t>(res));
-        op->done += static_cast<std::size_t>(res);
-        AtomicCounters::add(stats_.bytes_read, static_cast<std::uint64_t>(res));
-      }
-      if (op->kind == OpKind::read && op->linked && res >= 0) {
-        fds_[op->home_fd].read_drained = static_cast<std::size_t>(res) < op->length;
-      }
-      if (op->kind == OpKind::recvmsg && res >= 0) {
-        op->value = op->msg.msg_flags;
-        op->addrlen = op->msg.msg_namelen;
-      }
-      finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
-      return;
-    case OpKind::write: case OpKind::write_at: case OpKind::sendmsg:
-      if (res > 0) {
-        niox::advance(op->bufs, static_cast<std::size_t>(res));
-        op->done += static_cast<std::size_t>(res);
-        if (op->kind == OpKind::write_at) op->offset += res;
-        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
-      }
-      if (aborted) return finish(op, operation_aborted());
-      if (res < 0) return finish(op, errno_code(res));
-      if (op->kind != OpKind::sendmsg && total_remaining(op->bufs) > 0) {
-        if (res == 0) return finish(op, std::make_error_code(std::errc::io_error));
-        return begin_attempt(op);  // the rest, in order: nothing else of this lane started
-      }
-      return finish(op, {});
-    case OpKind::splice:
-      if (res > 0) {
-        op->done = static_cast<std::size_t>(res);
-        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
-      }
-      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
-    case OpKind::transfer_to:
-      if (res > 0) {
-        op->done += static_cast<std::size_t>(res);
-        op->offset += res;
-        AtomicCounters::add(stats_.bytes_written, static_cast<std::uint64_t>(res));
-      }
-      if (aborted) return finish(op, operation_aborted());
-      if (res < 0) return finish(op, errno_code(res));
-      if (op->done >= op->length) return finish(op, {});
-      if (res == 0) return finish(op, LoopError::end_of_file);
-      return begin_attempt(op);
-    case OpKind::accept:
-      if (res >= 0 && aborted) {
-        ::close(static_cast<int>(res));  // nobody will take it
-        res = -ECANCELED;
-      }
-      op->value = res >= 0 ? static_cast<int>(res) : -1;
-      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
-    case OpKind::accept_multishot:
-      if (res >= 0) {
-        op->accepted.push_back(static_cast<int>(res));
-        push_completed(op);
-        if (!more) {
-          if (op->cancel_requested) return finish(op, operation_aborted());
-          begin_attempt(op);  // the kernel ended the multishot without an error: re-arm
-        }
-        return;
-      }
-      if (more) {
-        // An error the kernel would keep the multishot armed after (EMFILE...): stop it, and
-        // report this error once the final CQE says the kernel let go.
-        if (!op->cancel_requested) {
-          op->deferred_res = res;
-          op->cancel_requested = true;
-          backend_->cancel(*op);
-        }
-        return;
-      }
-      op->value = -1;
-      if (op->deferred_res < 0) return finish(op, errno_code(op->deferred_res));
-      return finish(op, aborted ? operation_aborted() : errno_code(res));
-    case OpKind::connect:
-      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
-    case OpKind::poll:
-      op->value = res > 0 ? static_cast<int>(res) : 0;
-      return finish(op, aborted ? operation_aborted() : res < 0 ? errno_code(res) : std::error_code{});
-    case OpKind::timer:
-      return;
-  }
+void LoopCore::on_result(Operation& op, long res, bool more) { op.family->result(*this, op, res, more); }
+
+bool* LoopCore::read_drained(const Operation& op) noexcept {
+  return op.home_fd >= 0 ? &fds_[op.home_fd].read_drained : nullptr;
 }
 
 void LoopCore::push_completed(Operation* op) noexcept {
@@ -466,30 +319,39 @@ void LoopCore::push_completed(Operation* op) noexcept {
 }
 
 void LoopCore::finish(Operation* op, std::error_code ec) noexcept {
-  if (op->finished) return;
-  op->finished = true;
+  if (op->state == OpState::finished) return;
+  op->move_to(OpState::finished);
   op->ec = ec;
-  if (op->linked) unlink(op);
+  if (op->home_fd >= 0) unlink(op);
   push_completed(op);
+}
+
+void LoopCore::hand(Operation& op, Completion& c) noexcept { invoke_guarded(op.fn, c); }
+
+// The one way an operation is stopped: cancel(), close(fd)/release(fd) and shutdown. Its
+// handler runs once, later, with operation_aborted; until then the buffers stay with it.
+void LoopCore::abort(Operation* op) {
+  switch (op->state) {
+    case OpState::armed:
+      ++stale_timers_;  // its heap entry stays until popped or compacted
+      [[fallthrough]];
+    case OpState::waiting:  // behind its lane head: nothing of it reached the backend
+      return finish(op, operation_aborted());
+    case OpState::queued:  // start_queued() ends it
+      return op->move_to(OpState::cancelling);
+    case OpState::in_kernel:
+      // The result (-ECANCELED, or the real one if it raced) may come before cancel() returns.
+      op->move_to(OpState::cancelling);
+      return backend_->cancel(*op);
+    default:  // already on its way out
+      return;
+  }
 }
 
 bool LoopCore::cancel(OperationHandle h) {
   Operation* op = find(h.index, h.generation);
-  if (!op || op->finished) return false;
-  if (op->kind == OpKind::timer) {
-    ++stale_timers_;  // its heap entry stays until popped or compacted
-    finish(op, operation_aborted());
-    return true;
-  }
-  if (op->in_backend) {
-    if (!op->cancel_requested) {
-      op->cancel_requested = true;
-      backend_->cancel(*op);
-    }
-    return true;
-  }
-  op->cancel_requested = true;
-  if (!op->queued_to_start) finish(op, operation_aborted());  // waiting behind its lane head
+  if (!op || op->state == OpState::finished) return false;
+  abort(op);
   return true;
 }
 
@@ -502,23 +364,9 @@ std::error_code LoopCore::close(int fd, bool really_close) {
     std::vector<Operation*>& victims = starting_;  // reused scratch, empty between turns
     std::size_t base = victims.size();
     for (Operation* op = fds_[fd].all; op; op = op->fd_next) victims.push_back(op);
-    for (std::size_t i = base; i < victims.size(); ++i) {
-      victims[i]->linked = false;
-      victims[i]->lane_next = nullptr;
-    }
+    for (std::size_t i = base; i < victims.size(); ++i) victims[i]->home_fd = -1;
     fds_[fd] = FdState{};
-    for (std::size_t i = base; i < victims.size(); ++i) {
-      Operation* op = victims[i];
-      if (op->in_backend) {
-        if (!op->cancel_requested) {
-          op->cancel_requested = true;
-          backend_->cancel(*op);
-        }
-      } else {
-        op->cancel_requested = true;
-        if (!op->queued_to_start) finish(op, operation_aborted());
-      }
-    }
+    for (std::size_t i = base; i < victims.size(); ++i) abort(victims[i]);
     victims.resize(base);
   }
   backend_->forget_fd(fd);
@@ -547,8 +395,7 @@ void LoopCore::start_queued() {
   while (!to_start_.empty()) {
     std::swap(to_start_, starting_);
     for (Operation* op : starting_) {
-      op->queued_to_start = false;
-      if (op->cancel_requested || shutting_down_) finish(op, operation_aborted());
+      if (op->state == OpState::cancelling || shutting_down_) finish(op, operation_aborted());
       else begin_attempt(op);
     }
     starting_.clear();
@@ -562,32 +409,17 @@ std::size_t LoopCore::run_completions() {
   Completion c;
   for (Operation* op : completing_) {
     op->in_completed = false;
-    if (op->kind == OpKind::accept_multishot) {
-      for (std::size_t i = 0; i < op->accepted.size(); ++i) {
-        c = Completion{};
-        c.value = op->accepted[i];
-        invoke_guarded(op->fn, c);
-        ++n;
-      }
-      op->accepted.clear();
-    } else if (op->kind == OpKind::timer && op->ticks > 0 && !op->finished) {
-      op->ticks = 0;
-      c = Completion{};
-      invoke_guarded(op->fn, c);
-      AtomicCounters::add(stats_.timers_fired, 1);
-      ++n;
-    }
-    if (op->finished && !op->in_completed) {
+    if (op->family->interim) n += op->family->interim(*this, *op);
+    if (op->state == OpState::finished && !op->in_completed) {
       c = Completion{};
       c.ec = op->ec;
       c.bytes = op->done;
       c.value = op->value;
       c.buffers = std::span<ByteBuffer>(op->bufs);
-      if (op->kind == OpKind::recvmsg && !op->ec) {
+      if (!op->ec && op->addrlen > 0) {  // recvmsg: the sender (the others' handlers ignore it)
         c.peer = &op->addr;
         c.peer_len = op->addrlen;
       }
-      if (op->kind == OpKind::timer && !op->ec) AtomicCounters::add(stats_.timers_fired, 1);
       invoke_guarded(op->fn, c);
       AtomicCounters::add(stats_.ops_completed, 1);
       recycle(op);
@@ -603,7 +435,7 @@ void LoopCore::arm_timer(Operation* op) {
   // once they dominate, so the heap stays proportional to the live timers.
   if (stale_timers_ > 256 && stale_timers_ * 2 > timers_.size()) {
     std::erase_if(timers_, [](const TimerEntry& e) {
-      return e.op->generation != e.generation || !e.op->live || e.op->finished;
+      return e.op->generation != e.generation || e.op->state != OpState::armed;
     });
     std::make_heap(timers_.begin(), timers_.end(), TimerLater{});
     stale_timers_ = 0;
@@ -621,19 +453,12 @@ std::size_t LoopCore::run_timers() {
     std::pop_heap(timers_.begin(), timers_.end(), TimerLater{});
     timers_.pop_back();
     Operation* op = e.op;
-    if (op->generation != e.generation || !op->live || op->finished) {
+    if (op->generation != e.generation || op->state != OpState::armed) {
       if (stale_timers_ > 0) --stale_timers_;
       continue;
     }
     ++n;
-    if (op->period.count() <= 0) {
-      finish(op, {});
-      continue;
-    }
-    ++op->ticks;
-    push_completed(op);
-    do op->deadline += op->period; while (op->deadline <= now);
-    arm_timer(op);
+    on_result(*op, 0);
   }
   return n;
 }
@@ -723,13 +548,8 @@ void LoopCore::abort_all() {
   shutting_down_ = true;
   for (auto& fs : fds_) fs = FdState{};
   for (auto& owned : ops_) {
-    Operation* op = owned.get();
-    if (!op->live || op->finished) continue;
-    op->linked = false;
-    op->cancel_requested = true;
-    if (op->kind == OpKind::timer) finish(op, operation_aborted());
-    else if (op->in_backend) backend_->cancel(*op);
-    else if (!op->queued_to_start) finish(op, operation_aborted());
+    owned->home_fd = -1;
+    abort(owned.get());
   }
 }
 
@@ -752,14 +572,10 @@ void LoopCore::shutdown() {
     start_queued();
     backend_->flush();
     backend_->wait(has_immediate_work() ? std::chrono::nanoseconds(0) : std::chrono::milliseconds(100));
-    run_completions();
-    // Handlers may have started new operations (aborted at once) or timers.
-    for (auto& owned : ops_) {
-      Operation* op = owned.get();
-      if (op->live && !op->finished && op->kind == OpKind::timer) finish(op, operation_aborted());
-    }
+    run_completions();  // what their handlers start is aborted at once (shutting_down_)
   }
   timers_.clear();
+  stale_timers_ = 0;
 }
 
 int LoopCore::pollable_fd() {

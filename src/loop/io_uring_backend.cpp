@@ -16,7 +16,6 @@ namespace niox::detail {
 
 namespace {
 enum Tag : unsigned { tag_ignore = 0, tag_op = 1, tag_poll = 2, tag_internal = 3 };
-constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 
 int init_ring(unsigned entries, io_uring& ring, unsigned& flags_out) {
   const unsigned attempts[] = {
@@ -110,27 +109,9 @@ void IoUringBackend::ensure_enabled() {
   }
 }
 
-bool IoUringBackend::native(const Operation& op) const noexcept {
-  switch (op.kind) {
-    case OpKind::read:
-      return op.fd_is_socket && op.iovcnt == 1 ? has_op_[IORING_OP_RECV]
-             : op.iovcnt == 1                  ? has_op_[IORING_OP_READ]
-                                               : has_op_[IORING_OP_READV];
-    case OpKind::write:
-      return op.fd_is_socket ? (op.iovcnt == 1 ? has_op_[IORING_OP_SEND] : has_op_[IORING_OP_SENDMSG])
-             : op.iovcnt == 1 ? has_op_[IORING_OP_WRITE]
-                              : has_op_[IORING_OP_WRITEV];
-    case OpKind::accept: case OpKind::accept_multishot: return has_op_[IORING_OP_ACCEPT];
-    case OpKind::connect: return has_op_[IORING_OP_CONNECT];
-    case OpKind::recvmsg: return has_op_[IORING_OP_RECVMSG];
-    case OpKind::sendmsg: return has_op_[IORING_OP_SENDMSG];
-    case OpKind::poll: return has_op_[IORING_OP_POLL_ADD];
-    case OpKind::read_at: return has_op_[IORING_OP_READV];
-    case OpKind::write_at: return has_op_[IORING_OP_WRITEV];
-    case OpKind::splice: return has_op_[IORING_OP_SPLICE];
-    case OpKind::transfer_to: case OpKind::timer: return false;
-  }
-  return false;
+bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) const {
+  sqe = io_uring_sqe{};
+  return op.family->sqe && (op.family->sqe(sqe, op, features_), has_op_[sqe.opcode]);
 }
 
 void IoUringBackend::submit_now() {
@@ -150,76 +131,29 @@ io_uring_sqe* IoUringBackend::get_sqe() {
 }
 
 void IoUringBackend::start(Operation& op) {
-  if (!native(op)) {
+  io_uring_sqe sqe;
+  if (!fill(op, sqe)) {
     op.bstate = BackendState::ready;
     sync_ready_.push_back(&op);
     return;
   }
-  prep(op);
+  queue(op, sqe);
 }
 
 bool IoUringBackend::prep(Operation& op) {
-  if (op.bstate == BackendState::poll || (!native(op) && op.bstate != BackendState::sqe)) {
-    return arm_poll(op);
-  }
+  io_uring_sqe sqe;
+  if (op.bstate == BackendState::poll || !fill(op, sqe)) return arm_poll(op);
+  return queue(op, sqe);
+}
+
+bool IoUringBackend::queue(Operation& op, const io_uring_sqe& prepared) {
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) {
     op.bstate = BackendState::backlog;
     backlog_.push_back(&op);
     return false;
   }
-  const iovec& v = op.iov[0];
-  switch (op.kind) {
-    case OpKind::read:
-      if (op.fd_is_socket && op.iovcnt == 1) {
-        io_uring_prep_recv(sqe, op.fd, v.iov_base, v.iov_len, 0);
-        // The previous read drained the socket: arm the poll at once instead of a recv attempt
-        // that would only find EAGAIN.
-        if (op.poll_first && recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-      }
-      else if (op.iovcnt == 1) io_uring_prep_read(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
-      else io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
-      break;
-    case OpKind::write: {
-      const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
-      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(sqe, op.fd, v.iov_base, v.iov_len, send_flags);
-      else if (op.fd_is_socket) io_uring_prep_sendmsg(sqe, op.fd, &op.msg, send_flags);
-      else if (op.iovcnt == 1) io_uring_prep_write(sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
-      else io_uring_prep_writev(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), no_offset);
-      break;
-    }
-    case OpKind::accept:
-      io_uring_prep_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      break;
-    case OpKind::accept_multishot:
-      if (multishot_accept_) io_uring_prep_multishot_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      else io_uring_prep_accept(sqe, op.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      break;
-    case OpKind::connect:
-      io_uring_prep_connect(sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen);
-      break;
-    case OpKind::recvmsg:
-      io_uring_prep_recvmsg(sqe, op.fd, &op.msg, 0);
-      break;
-    case OpKind::sendmsg:
-      io_uring_prep_sendmsg(sqe, op.fd, &op.msg, MSG_NOSIGNAL);
-      break;
-    case OpKind::poll:
-      io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(op.events));
-      break;
-    case OpKind::read_at:
-      io_uring_prep_readv(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), static_cast<std::uint64_t>(op.offset));
-      break;
-    case OpKind::write_at:
-      io_uring_prep_writev(sqe, op.fd, op.iov.data(), static_cast<unsigned>(op.iovcnt), static_cast<std::uint64_t>(op.offset));
-      break;
-    case OpKind::splice:
-      io_uring_prep_splice(sqe, op.fd, op.offset, op.fd_out, op.offset_out,
-                           static_cast<unsigned>(std::min(op.length, max_bytes_per_call)), 0);
-      break;
-    case OpKind::transfer_to: case OpKind::timer:
-      break;
-  }
+  *sqe = prepared;
   io_uring_sqe_set_data64(sqe, op.user_data(tag_op));
   op.bstate = BackendState::sqe;
   return true;
@@ -232,16 +166,8 @@ bool IoUringBackend::arm_poll(Operation& op) {
     backlog_.push_back(&op);
     return false;
   }
-  int fd = op.fd;
-  unsigned mask = static_cast<unsigned>(wait_events(op));
-  if (op.kind == OpKind::transfer_to || op.kind == OpKind::splice) {
-    pollfd p{op.fd_out, POLLOUT, 0};
-    if (op.kind == OpKind::transfer_to || ::poll(&p, 1, 0) == 0) {
-      fd = op.fd_out;
-      mask = POLLOUT;
-    }
-  }
-  io_uring_prep_poll_add(sqe, fd, mask);
+  const pollfd wait = op.family->wait_for(op);
+  io_uring_prep_poll_add(sqe, wait.fd, static_cast<unsigned>(wait.events));
   io_uring_sqe_set_data64(sqe, op.user_data(tag_poll));
   op.bstate = BackendState::poll;
   return true;
@@ -358,7 +284,7 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   if (tag == tag_poll) {
     op->bstate = BackendState::none;
     if (res < 0) core_.on_result(*op, res);
-    else if (op->cancel_requested) core_.on_result(*op, -ECANCELED);
+    else if (op->state == OpState::cancelling) core_.on_result(*op, -ECANCELED);
     else {
       op->bstate = BackendState::ready;
       sync_ready_.push_back(op);
@@ -366,18 +292,17 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     return;
   }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
-  if (op->kind == OpKind::accept_multishot && res == -EINVAL && multishot_accept_ &&
-      !op->cancel_requested) {
-    multishot_accept_ = false;  // kernel without multishot accept: one accept at a time
-    prep(*op);
-    return;
+  if (res == -EINVAL && op->state != OpState::cancelling) {
+    // A kernel without multishot accept or IORING_RECVSEND_POLL_FIRST: the attempt again, and
+    // every later one, without it.
+    io_uring_sqe again{};
+    if (unsigned used = op->family->sqe(again, *op, features_)) {
+      features_ &= ~used;
+      prep(*op);
+      return;
+    }
   }
-  if (res == -EINVAL && op->kind == OpKind::read && op->poll_first && recv_poll_first_) {
-    recv_poll_first_ = false;  // a kernel without IORING_RECVSEND_POLL_FIRST
-    prep(*op);
-    return;
-  }
-  if (res == -EAGAIN && !more && !op->cancel_requested && op->kind != OpKind::poll) {
+  if (res == -EAGAIN && !more && op->state != OpState::cancelling) {
     // A non-blocking descriptor the kernel would not wait on for us (pipes with O_NONBLOCK):
     // wait for readiness and retry with a plain syscall.
     arm_poll(*op);

@@ -1,4 +1,5 @@
-// Private: the io_uring backend (liburing). The only place that includes <liburing.h>.
+// Private: the io_uring backend (liburing); the SQE of each operation is its family's
+// (src/loop/ops/), the ring is this file's.
 //
 // Setup: SINGLE_ISSUER|DEFER_TASKRUN where the kernel has them (the ring starts disabled and is
 // enabled by the first kernel entry, so the issuer is the loop thread, wherever the loop was
@@ -7,15 +8,13 @@
 // gives no entry the operation waits in a backlog for the next turn. CQ overflow: the kernel
 // keeps the overflowed CQEs (FEAT_NODROP) and the reaper flushes them with get_events until
 // none remain. Opcodes are probed; an operation without its opcode (and transfer_to, which has
-// none: sendfile) runs as a readiness POLL_ADD followed by one non-blocking syscall.
-//
-// transfer_to is sendfile on readiness rather than splice through a pipe: measured with
-// bench/loop_transfer_paths (256 MiB file to a loopback TCP socket), IORING_OP_SPLICE pairs
-// through a 1 MiB pipe moved the data no faster and cost about 1.7x the sender CPU per GB.
+// none: sendfile, see src/loop/ops/splice.cpp) runs as a readiness POLL_ADD followed by one
+// non-blocking syscall.
 #pragma once
 
 #include "loop/backend.hpp"
 #include "loop/loop_core.hpp"
+#include "loop/ops/family.hpp"
 
 #include <liburing.h>
 
@@ -41,19 +40,20 @@ class IoUringBackend final : public Backend {
   io_uring_sqe* get_sqe();
   void submit_now();
   void ensure_enabled();
+  // The SQE of the operation's next attempt; false: the ring has no opcode for it.
+  bool fill(Operation& op, io_uring_sqe& sqe) const;
   bool prep(Operation& op);  // false: no SQE, parked in the backlog
+  bool queue(Operation& op, const io_uring_sqe& prepared);
   bool arm_poll(Operation& op);
   bool arm_internal(unsigned which);
   void reap();
   void handle(std::uint64_t user_data, int res, unsigned flags);
-  bool native(const Operation& op) const noexcept;
 
   LoopCore& core_;
   io_uring ring_;
   bool enabled_;
   bool has_op_[IORING_OP_LAST + 1] = {};
-  bool multishot_accept_ = true;
-  bool recv_poll_first_ = true;
+  unsigned features_ = multishot_accept | recv_poll_first;
   OpList sync_ready_, backlog_;
   std::vector<std::uint64_t> pending_cancels_;
   int internal_fd_[3] = {-1, -1, -1};

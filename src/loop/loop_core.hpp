@@ -56,6 +56,22 @@ class LoopCore {
   Operation* find(std::uint32_t index, std::uint32_t generation) noexcept;
   AtomicCounters& stats() noexcept { return stats_; }
 
+  // ---- used by operation families (src/loop/ops/) ----
+  // Its result is decided; the handler runs in the completion phase.
+  void finish(Operation* op, std::error_code ec) noexcept;
+  // The next attempt (the rest of a short write, a multishot re-armed), or finished when
+  // there is nothing left to move.
+  void begin_attempt(Operation* op);
+  // An interim result to hand over in the completion phase; the operation goes on.
+  void push_completed(Operation* op) noexcept;
+  // The single cancel path (see event_loop.cpp).
+  void abort(Operation* op);
+  void arm_timer(Operation* op);
+  // Runs the operation's handler; an exception is reported, not thrown.
+  void hand(Operation& op, Completion& c) noexcept;
+  // Whether the last read of the operation's descriptor drained it; nullptr once detached.
+  bool* read_drained(const Operation& op) noexcept;
+
  private:
   struct FdState {
     Operation* lane_head[static_cast<int>(Lane::count)]{};
@@ -82,15 +98,10 @@ class LoopCore {
   FdState& fd_state(int fd);
   void link(Operation* op);
   void unlink(Operation* op) noexcept;
-  void begin_attempt(Operation* op);
-  bool prepare(Operation* op);
-  void finish(Operation* op, std::error_code ec) noexcept;
-  void push_completed(Operation* op) noexcept;
   std::size_t run_tasks();
   void start_queued();
   std::size_t run_completions();
   std::size_t run_timers();
-  void arm_timer(Operation* op);
   bool has_immediate_work() const noexcept;
   std::chrono::nanoseconds next_timeout(std::chrono::nanoseconds limit) const noexcept;
   void abort_all();

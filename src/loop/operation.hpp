@@ -3,6 +3,7 @@
 
 #include <niox/loop/event_loop.hpp>
 
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -18,6 +19,21 @@ enum class Lane : std::uint8_t { none, read, write, accept, count };
 // Where a backend keeps an operation it was handed (each backend uses what it needs).
 enum class BackendState : std::uint8_t { none, ready, parked, sqe, poll, backlog };
 
+// An operation's life, the only record of where it is. The edges, asserted in debug builds:
+//   free       -> waiting | armed | queued | finished (refused at start)
+//   waiting    -> queued (the head of its lane finished) | finished (aborted)
+//   armed      -> finished (a timer fired or was aborted; a periodic one stays armed)
+//   queued     -> in_kernel | cancelling | finished (nothing to move, or the loop shuts down)
+//   in_kernel  -> in_kernel (the rest of a short write, a multishot re-armed) | cancelling
+//                 | finished
+//   cancelling -> finished (aborted, or with the result that raced the cancel)
+//   finished   -> free (its handler ran)
+// waiting is behind the head of its lane, queued in the core's start list, in_kernel with the
+// backend; cancelling was asked to stop while queued or in the kernel and ends when the start
+// list or the kernel lets go of it; finished waits for its handler in the completion list.
+enum class OpState : std::uint8_t { free, waiting, armed, queued, in_kernel, cancelling, finished };
+
+struct OpFamily;
 struct Operation;
 // Intrusive doubly linked list through Operation::blink_prev/blink_next (backend lists).
 struct OpList {
@@ -32,16 +48,11 @@ struct OpList {
 struct Operation {
   std::uint32_t index = 0;
   std::uint32_t generation = 1;
-  OpKind kind = OpKind::read;
+  const OpFamily* family = nullptr;
+  OpState state = OpState::free;
   Lane lane = Lane::none;
   BackendState bstate = BackendState::none;
-  bool live = false;              // started, final handler not yet run
-  bool in_backend = false;        // an attempt is with the backend (maybe the kernel)
-  bool queued_to_start = false;   // waiting in the core's start list
-  bool in_completed = false;      // in the core's completion list
-  bool finished = false;          // final result decided (ec below)
-  bool cancel_requested = false;
-  bool linked = false;            // in its descriptor's lists
+  bool in_completed = false;      // in the core's completion list (multishot: also while in_kernel)
   bool connect_started = false;   // epoll connect: ::connect already issued
   bool fd_is_socket = false;
   bool poll_first = false;        // the socket was drained by the last read: wait, then read
@@ -49,7 +60,7 @@ struct Operation {
 
   int fd = -1;
   int fd_out = -1;
-  int home_fd = -1;  // whose lanes and close() it belongs to (fd_out for splice/transfer_to)
+  int home_fd = -1;  // whose lanes and close() it belongs to (fd_out for splice/transfer_to); -1: detached
   std::int64_t offset = -1;
   std::int64_t offset_out = -1;
   std::size_t length = 0;
@@ -83,6 +94,22 @@ struct Operation {
   std::uint64_t user_data(unsigned tag) const noexcept {
     return (std::uint64_t{generation} << 32) | (std::uint64_t{index} << 2) | tag;
   }
+  bool in_kernel() const noexcept { return state == OpState::in_kernel || state == OpState::cancelling; }
+  void move_to(OpState to) noexcept {
+    // The edges above; anything else is an operation lost or completed twice.
+    constexpr auto bit = [](OpState s) { return 1u << static_cast<unsigned>(s); };
+    [[maybe_unused]] constexpr unsigned next[] = {
+        bit(OpState::waiting) | bit(OpState::armed) | bit(OpState::queued) | bit(OpState::finished),
+        bit(OpState::queued) | bit(OpState::finished),
+        bit(OpState::finished),
+        bit(OpState::in_kernel) | bit(OpState::cancelling) | bit(OpState::finished),
+        bit(OpState::in_kernel) | bit(OpState::cancelling) | bit(OpState::finished),
+        bit(OpState::finished),
+        bit(OpState::free),
+    };
+    assert(next[static_cast<unsigned>(state)] & bit(to));
+    state = to;
+  }
 };
 
 inline void OpList::push_back(Operation* op) noexcept {
@@ -103,12 +130,5 @@ inline Operation* OpList::pop_front() noexcept {
   if (op) remove(op);
   return op;
 }
-
-// Readiness a blocked attempt waits for (EPOLLIN/EPOLLOUT values equal POLLIN/POLLOUT).
-int wait_events(const Operation& op) noexcept;
-
-// One non-blocking syscall attempt of `op` as it is prepared (iovecs built). Returns the
-// syscall's result or -errno (-EAGAIN when it would block). EINTR is retried.
-long attempt_sync(Operation& op) noexcept;
 
 }  // namespace niox::detail

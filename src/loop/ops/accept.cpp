@@ -1,0 +1,78 @@
+// The accept family: one connection, or (multishot) one per connection until stopped; epoll
+// accepts until EAGAIN on each readiness edge. The new descriptors are non-blocking and
+// O_CLOEXEC and belong to the handler.
+#include "loop/ops/family.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace niox::detail {
+namespace {
+
+constexpr int accept_flags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+
+unsigned accept_sqe(io_uring_sqe& sqe, Operation& op, unsigned) {
+  io_uring_prep_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
+  return 0;
+}
+
+long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, accept_flags); }
+
+void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
+  if (res >= 0) {
+    op.accepted.push_back(static_cast<int>(res));
+    core.push_completed(&op);
+    if (!more) {
+      if (op.state == OpState::cancelling) return core.finish(&op, operation_aborted());
+      core.begin_attempt(&op);  // the kernel ended the multishot without an error: re-arm
+    }
+    return;
+  }
+  if (more) {
+    // An error the kernel would keep the multishot armed after (EMFILE...): stop it, and
+    // report this error once the final CQE says the kernel let go.
+    if (op.state != OpState::cancelling) {
+      op.deferred_res = res;
+      core.abort(&op);
+    }
+    return;
+  }
+  op.value = -1;
+  if (op.deferred_res < 0) return core.finish(&op, errno_code(op.deferred_res));
+  finish_with(core, op, res);
+}
+
+}  // namespace
+
+const OpFamily accept_family{
+    .lane = Lane::accept, .wait_for = wait_in, .edge = edge_in, .sqe = accept_sqe, .attempt = accept_attempt,
+    .result = [](LoopCore& core, Operation& op, long res, bool) {
+      if (res >= 0 && op.state == OpState::cancelling) {
+        ::close(static_cast<int>(res));  // nobody will take it
+        res = -ECANCELED;
+      }
+      op.value = res >= 0 ? static_cast<int>(res) : -1;
+      finish_with(core, op, res);
+    }};
+
+const OpFamily accept_multishot_family{
+    .lane = Lane::accept, .multishot = true, .wait_for = wait_in, .edge = edge_in,
+    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned features) {
+      if (!(features & multishot_accept)) return accept_sqe(sqe, op, features);
+      io_uring_prep_multishot_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
+      return unsigned{multishot_accept};
+    },
+    .attempt = accept_attempt, .result = multishot_result,
+    .interim = [](LoopCore& core, Operation& op) {
+      std::size_t n = 0;
+      Completion c;
+      for (; n < op.accepted.size(); ++n) {
+        c = Completion{};
+        c.value = op.accepted[n];
+        core.hand(op, c);
+      }
+      op.accepted.clear();
+      return n;
+    }};
+
+}  // namespace niox::detail

@@ -1,0 +1,97 @@
+// Private: an operation family as the core and both backends see it: what it waits for, the
+// io_uring SQE of one attempt, the non-blocking syscall of one epoll attempt, and what its
+// result means. Each family is written once, in its file in src/loop/ops/; a new operation is
+// its OpKind and starter in event_loop.hpp, its table in its file and its row in family_of().
+#pragma once
+
+#include "loop/loop_core.hpp"
+#include "loop/operation.hpp"
+
+#include <cerrno>
+
+#include <liburing.h>
+#include <poll.h>
+
+namespace niox::detail {
+
+// io_uring behaviour a family may ask for; a kernel that answers -EINVAL loses it for good.
+enum UringFeature : unsigned { multishot_accept = 1, recv_poll_first = 2 };
+
+// The io_uring offset of "the descriptor's current position".
+inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
+
+struct OpFamily {
+  Lane lane = Lane::none;
+  int descriptors = 1;          // 0: a timer; 2: in and out, and it belongs to out
+  bool fills_buffers = false;   // read-only buffers are refused at start
+  bool multishot = false;       // a result does not end it: it stays with the backend
+  bool keeps_blocking = false;  // regular files at an offset: their flags are left alone
+  // Makes the next attempt ready (iovecs, msghdr); false: nothing left to move, it is done.
+  bool (*prepare)(LoopCore&, Operation&) = nullptr;
+  // The descriptor and readiness a blocked attempt waits for.
+  pollfd (*wait_for)(const Operation&) = nullptr;
+  // epoll: the readiness (POLLIN or POLLOUT) the descriptor's last edges must show for an
+  // attempt to be worth its syscall; 0: always try.
+  int (*edge)(const Operation&) = nullptr;
+  // Fills the SQE of one attempt and returns the UringFeatures it used. nullptr: io_uring has
+  // no opcode for it; it runs, like one whose opcode the ring lacks, as a readiness poll and
+  // then attempt().
+  unsigned (*sqe)(io_uring_sqe&, Operation&, unsigned features) = nullptr;
+  // One non-blocking syscall (-1 with errno).
+  long (*attempt)(Operation&) = nullptr;
+  // The result of an attempt (bytes, a value or -errno; `more`: a multishot stays armed):
+  // finishes it, starts the next attempt, or hands an interim result over.
+  void (*result)(LoopCore&, Operation&, long res, bool more) = nullptr;
+  // Runs the handlers due before the final one (a connection, a periodic tick); how many.
+  std::size_t (*interim)(LoopCore&, Operation&) = nullptr;
+};
+
+extern const OpFamily read_family, write_family, accept_family, accept_multishot_family,
+    connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family,
+    write_at_family, splice_family, transfer_family, timer_family;
+
+inline const OpFamily& family_of(OpKind kind) noexcept {
+  static constexpr const OpFamily* by_kind[] = {  // OpKind's order
+      &read_family,    &write_family,    &accept_family,  &accept_multishot_family, &connect_family,
+      &recvmsg_family, &sendmsg_family,  &poll_family,    &read_at_family,          &write_at_family,
+      &splice_family,  &transfer_family, &timer_family,
+  };
+  return *by_kind[static_cast<std::size_t>(kind)];
+}
+
+// One attempt through the family's syscall: its result or -errno (-EAGAIN when it would
+// block). EINTR is retried.
+inline long attempt_sync(Operation& op) noexcept {
+  for (;;) {
+    long r = op.family->attempt(op);
+    if (r >= 0) return r;
+    if (errno == EINTR) continue;
+    return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  }
+}
+
+inline std::error_code errno_code(long neg) noexcept {
+  return {static_cast<int>(-neg), std::generic_category()};
+}
+// What the handler is told: aborted once it was cancelled, whatever result raced the cancel.
+inline std::error_code result_code(const Operation& op, long res) noexcept {
+  if (op.state == OpState::cancelling || res == -ECANCELED) return operation_aborted();
+  return res < 0 ? errno_code(res) : std::error_code{};
+}
+
+inline pollfd wait_in(const Operation& op) noexcept { return {op.fd, POLLIN, 0}; }
+inline pollfd wait_out(const Operation& op) noexcept { return {op.fd, POLLOUT, 0}; }
+inline int edge_in(const Operation&) noexcept { return POLLIN; }
+inline int edge_out(const Operation&) noexcept { return POLLOUT; }
+
+// The buffer rules of the families that move bytes (stream.cpp). Iovecs (and a msghdr over
+// them) for the buffers' remaining bytes or room; false when there are none.
+bool prepare_iovecs(LoopCore& core, Operation& op, bool reading);
+// Buffers advanced, and bytes counted, by exactly the `res` bytes moved.
+void advance_by(LoopCore& core, Operation& op, long res, bool reading) noexcept;
+// A write goes on from where the kernel stopped until no byte remains.
+void write_rest(LoopCore& core, Operation& op, long res);
+// The result is the operation's end.
+void finish_with(LoopCore& core, Operation& op, long res, bool more = false) noexcept;
+
+}  // namespace niox::detail
