@@ -111,7 +111,10 @@ void IoUringBackend::ensure_enabled() {
 
 bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) const {
   sqe = io_uring_sqe{};
-  return op.family->sqe && (op.family->sqe(sqe, op, features_), has_op_[sqe.opcode]);
+  if (!op.family->sqe) return false;
+  op.family->sqe(sqe, op);
+  sqe.ioprio &= static_cast<std::uint16_t>(~refused_ioprio_[sqe.opcode]);
+  return has_op_[sqe.opcode];
 }
 
 void IoUringBackend::submit_now() {
@@ -292,15 +295,13 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     return;
   }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
-  if (res == -EINVAL && op->state != OpState::cancelling) {
-    // A kernel without multishot accept or IORING_RECVSEND_POLL_FIRST: the attempt again, and
-    // every later one, without it.
-    io_uring_sqe again{};
-    if (unsigned used = op->family->sqe(again, *op, features_)) {
-      features_ &= ~used;
-      prep(*op);
-      return;
-    }
+  io_uring_sqe again;
+  if (res == -EINVAL && op->state != OpState::cancelling && fill(*op, again) && again.ioprio) {
+    // A kernel without multishot accept or IORING_RECVSEND_POLL_FIRST: this attempt again, and
+    // every later one of the opcode, without the flag (one accept at a time, recv first).
+    refused_ioprio_[again.opcode] |= again.ioprio;
+    prep(*op);
+    return;
   }
   if (res == -EAGAIN && !more && op->state != OpState::cancelling) {
     // A non-blocking descriptor the kernel would not wait on for us (pipes with O_NONBLOCK):

@@ -53,7 +53,7 @@ class IoUringBackend final : public Backend {
   io_uring ring_;
   bool enabled_;
   bool has_op_[IORING_OP_LAST + 1] = {};
-  unsigned features_ = multishot_accept | recv_poll_first;
+  std::uint16_t refused_ioprio_[IORING_OP_LAST + 1] = {};  // optional flags the kernel refused
   OpList sync_ready_, backlog_;
   std::vector<std::uint64_t> pending_cancels_;
   int internal_fd_[3] = {-1, -1, -1};

@@ -11,10 +11,7 @@ namespace {
 
 constexpr int accept_flags = SOCK_NONBLOCK | SOCK_CLOEXEC;
 
-unsigned accept_sqe(io_uring_sqe& sqe, Operation& op, unsigned) {
-  io_uring_prep_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
-  return 0;
-}
+void accept_sqe(io_uring_sqe& sqe, Operation& op) { io_uring_prep_accept(&sqe, op.fd, nullptr, nullptr, accept_flags); }
 
 long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, accept_flags); }
 
@@ -57,10 +54,8 @@ const OpFamily accept_family{
 
 const OpFamily accept_multishot_family{
     .lane = Lane::accept, .multishot = true, .wait_for = wait_in, .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned features) {
-      if (!(features & multishot_accept)) return accept_sqe(sqe, op, features);
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_multishot_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
-      return unsigned{multishot_accept};
     },
     .attempt = accept_attempt, .result = multishot_result,
     .interim = [](LoopCore& core, Operation& op) {

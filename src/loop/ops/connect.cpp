@@ -9,9 +9,8 @@ const OpFamily connect_family{
     .wait_for = wait_out,
     // Until ::connect was issued there is no edge to wait for: the first attempt issues it.
     .edge = [](const Operation& op) { return op.connect_started ? POLLOUT : 0; },
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_connect(&sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen);
-      return 0u;
     },
     .attempt = [](Operation& op) -> long {
       if (!op.connect_started) {

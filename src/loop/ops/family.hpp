@@ -14,9 +14,6 @@
 
 namespace niox::detail {
 
-// io_uring behaviour a family may ask for; a kernel that answers -EINVAL loses it for good.
-enum UringFeature : unsigned { multishot_accept = 1, recv_poll_first = 2 };
-
 // The io_uring offset of "the descriptor's current position".
 inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 
@@ -33,10 +30,10 @@ struct OpFamily {
   // epoll: the readiness (POLLIN or POLLOUT) the descriptor's last edges must show for an
   // attempt to be worth its syscall; 0: always try.
   int (*edge)(const Operation&) = nullptr;
-  // Fills the SQE of one attempt and returns the UringFeatures it used. nullptr: io_uring has
-  // no opcode for it; it runs, like one whose opcode the ring lacks, as a readiness poll and
-  // then attempt().
-  unsigned (*sqe)(io_uring_sqe&, Operation&, unsigned features) = nullptr;
+  // Fills the SQE of one attempt; its ioprio flags are optional (multishot accept, recv's
+  // POLL_FIRST). nullptr: io_uring has no opcode for it; like one whose opcode the ring lacks,
+  // it runs as a readiness poll and then attempt().
+  void (*sqe)(io_uring_sqe&, Operation&) = nullptr;
   // One non-blocking syscall (-1 with errno).
   long (*attempt)(Operation&) = nullptr;
   // The result of an attempt (bytes, a value or -errno; `more`: a multishot stays armed):

@@ -13,11 +13,10 @@ constexpr OpFamily at_offset() {
       .fills_buffers = Reading, .keeps_blocking = true,
       .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, Reading); },
       .wait_for = Reading ? wait_in : wait_out,
-      .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+      .sqe = [](io_uring_sqe& sqe, Operation& op) {
         auto offset = static_cast<std::uint64_t>(op.offset);
         if (Reading) io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
         else io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
-        return 0u;
       },
       .attempt = [](Operation& op) -> long {
         return Reading ? ::preadv(op.fd, op.iov.data(), op.iovcnt, op.offset)

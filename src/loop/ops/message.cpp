@@ -16,9 +16,8 @@ const OpFamily recvmsg_family{
       return true;
     },
     .wait_for = wait_in, .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_recvmsg(&sqe, op.fd, &op.msg, 0);
-      return 0u;
     },
     .attempt = [](Operation& op) -> long { return ::recvmsg(op.fd, &op.msg, 0); },
     .result = [](LoopCore& core, Operation& op, long res, bool) {
@@ -41,9 +40,8 @@ const OpFamily sendmsg_family{
       return true;
     },
     .wait_for = wait_out, .edge = edge_out,
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, MSG_NOSIGNAL);
-      return 0u;
     },
     .attempt = [](Operation& op) -> long { return ::sendmsg(op.fd, &op.msg, MSG_NOSIGNAL); },
     .result = [](LoopCore& core, Operation& op, long res, bool) {

@@ -5,9 +5,8 @@ namespace niox::detail {
 
 const OpFamily poll_family{
     .wait_for = [](const Operation& op) { return pollfd{op.fd, static_cast<short>(op.events), 0}; },
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_poll_add(&sqe, op.fd, static_cast<unsigned>(op.events));
-      return 0u;
     },
     .attempt = [](Operation& op) -> long {
       pollfd p{op.fd, static_cast<short>(op.events), 0};

@@ -23,10 +23,9 @@ const OpFamily splice_family{
       pollfd out{op.fd_out, POLLOUT, 0};
       return ::poll(&out, 1, 0) == 0 ? out : pollfd{op.fd, POLLIN, 0};
     },
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       io_uring_prep_splice(&sqe, op.fd, op.offset, op.fd_out, op.offset_out,
                            static_cast<unsigned>(std::min(op.length, max_bytes_per_call)), 0);
-      return 0u;
     },
     .attempt = [](Operation& op) -> long {
       loff_t in = op.offset, out = op.offset_out;

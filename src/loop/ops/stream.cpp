@@ -54,20 +54,18 @@ const OpFamily read_family{
       return true;
     },
     .wait_for = wait_in, .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned features) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       const iovec& v = op.iov[0];
-      if (!op.fd_is_socket || op.iovcnt > 1) {
-        auto len = static_cast<unsigned>(v.iov_len);
-        if (op.iovcnt == 1) io_uring_prep_read(&sqe, op.fd, v.iov_base, len, no_offset);
-        else io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
-        return 0u;
+      if (op.fd_is_socket && op.iovcnt == 1) {
+        io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
+        // The previous read drained the socket: arm the poll at once instead of a recv attempt
+        // that would only find EAGAIN.
+        if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
+      } else if (op.iovcnt == 1) {
+        io_uring_prep_read(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
+      } else {
+        io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
       }
-      io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
-      // The previous read drained the socket: arm the poll at once instead of a recv attempt
-      // that would only find EAGAIN.
-      if (!op.poll_first || !(features & recv_poll_first)) return 0u;
-      sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
-      return unsigned{recv_poll_first};
     },
     .attempt = [](Operation& op) -> long {
       const iovec& v = op.iov[0];
@@ -85,14 +83,13 @@ const OpFamily write_family{
     .lane = Lane::write,
     .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, false); },
     .wait_for = wait_out, .edge = edge_out,
-    .sqe = [](io_uring_sqe& sqe, Operation& op, unsigned) {
+    .sqe = [](io_uring_sqe& sqe, Operation& op) {
       const iovec& v = op.iov[0];
       const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
       if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(&sqe, op.fd, v.iov_base, v.iov_len, send_flags);
       else if (op.fd_is_socket) io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, send_flags);
       else if (op.iovcnt == 1) io_uring_prep_write(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
       else io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
-      return 0u;
     },
     .attempt = [](Operation& op) -> long {
       const int flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
