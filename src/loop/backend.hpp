@@ -1,9 +1,10 @@
 // Private: the interface between the loop core and a kernel backend.
 //
 // The core owns operations, their order per descriptor, timers and tasks. A backend only moves
-// attempts to the kernel and reports each attempt's result back with LoopCore::on_result()
-// (bytes or -errno); the core decides whether to resubmit (short writes), finish, or start
-// the next operation of the lane. Results are reported from start()/flush()/wait()/cancel(),
+// attempts to the kernel, each as the operation's family (src/loop/ops/) spells it, and
+// reports each attempt's result back with LoopCore::on_result() (bytes or -errno); the family
+// decides whether to resubmit (short writes) or finish, the core starts the next operation of
+// the lane. Results are reported from start()/flush()/wait()/cancel(),
 // never by running a handler: handlers run only in the core's completion phase.
 #pragma once
 

@@ -7,6 +7,9 @@
 #include "loop/loop_core.hpp"
 #include "loop/operation.hpp"
 
+#include <niox/buffer/gather.hpp>
+
+#include <algorithm>
 #include <cerrno>
 
 #include <liburing.h>
@@ -81,14 +84,43 @@ inline pollfd wait_out(const Operation& op) noexcept { return {op.fd, POLLOUT, 0
 inline int edge_in(const Operation&) noexcept { return POLLIN; }
 inline int edge_out(const Operation&) noexcept { return POLLOUT; }
 
-// The buffer rules of the families that move bytes (stream.cpp). Iovecs (and a msghdr over
-// them) for the buffers' remaining bytes or room; false when there are none.
-bool prepare_iovecs(LoopCore& core, Operation& op, bool reading);
+// The result is the operation's end (a family's `result` as it is, or its last step).
+inline void finish_with(LoopCore& core, Operation& op, long res, bool = false) noexcept {
+  core.finish(&op, result_code(op, res));
+}
+
+// The buffer rules of the families that move bytes. Iovecs (and a msghdr over them) for the
+// buffers' remaining bytes or room; false when there are none.
+inline bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
+  std::size_t want = std::min(op.bufs.size(), max_iovecs_per_call);
+  if (op.iov.size() < want) op.iov.resize(want);
+  std::span<iovec> out(op.iov.data(), want);
+  op.iovcnt = static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
+  if (!reading && op.iovcnt > 1) {
+    AtomicCounters::add(core.stats().gathering_writes, 1);
+    AtomicCounters::add(core.stats().gathered_buffers, op.iovcnt);
+  }
+  op.msg = msghdr{};
+  op.msg.msg_iov = op.iov.data();
+  op.msg.msg_iovlen = static_cast<std::size_t>(op.iovcnt);
+  return op.iovcnt > 0;
+}
+
 // Buffers advanced, and bytes counted, by exactly the `res` bytes moved.
-void advance_by(LoopCore& core, Operation& op, long res, bool reading) noexcept;
+inline void advance_by(LoopCore& core, Operation& op, long res, bool reading) noexcept {
+  if (res <= 0) return;
+  niox::advance(op.bufs, static_cast<std::size_t>(res));
+  op.done += static_cast<std::size_t>(res);
+  AtomicCounters::add(reading ? core.stats().bytes_read : core.stats().bytes_written,
+                      static_cast<std::uint64_t>(res));
+}
+
 // A write goes on from where the kernel stopped until no byte remains.
-void write_rest(LoopCore& core, Operation& op, long res);
-// The result is the operation's end.
-void finish_with(LoopCore& core, Operation& op, long res, bool more = false) noexcept;
+inline void write_rest(LoopCore& core, Operation& op, long res) {
+  if (op.state == OpState::cancelling || res < 0) return finish_with(core, op, res);
+  if (total_remaining(op.bufs) == 0) return core.finish(&op, {});
+  if (res == 0) return core.finish(&op, std::make_error_code(std::errc::io_error));
+  core.begin_attempt(&op);  // the rest, in order: nothing else of this lane started
+}
 
 }  // namespace niox::detail

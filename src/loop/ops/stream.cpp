@@ -1,47 +1,11 @@
-// The stream family: read and write on a descriptor's current position, and the buffer rules
-// that the message and file families share.
+// The stream family: read and write at a descriptor's current position; a read completes with
+// what arrived, a write once every byte is written.
 #include "loop/ops/family.hpp"
-
-#include <niox/buffer/gather.hpp>
-
-#include <algorithm>
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 namespace niox::detail {
-
-bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
-  std::size_t want = std::min(op.bufs.size(), max_iovecs_per_call);
-  if (op.iov.size() < want) op.iov.resize(want);
-  std::span<iovec> out(op.iov.data(), want);
-  op.iovcnt = static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
-  if (!reading && op.iovcnt > 1) {
-    AtomicCounters::add(core.stats().gathering_writes, 1);
-    AtomicCounters::add(core.stats().gathered_buffers, op.iovcnt);
-  }
-  op.msg = msghdr{};
-  op.msg.msg_iov = op.iov.data();
-  op.msg.msg_iovlen = static_cast<std::size_t>(op.iovcnt);
-  return op.iovcnt > 0;
-}
-
-void advance_by(LoopCore& core, Operation& op, long res, bool reading) noexcept {
-  if (res <= 0) return;
-  niox::advance(op.bufs, static_cast<std::size_t>(res));
-  op.done += static_cast<std::size_t>(res);
-  AtomicCounters::add(reading ? core.stats().bytes_read : core.stats().bytes_written,
-                      static_cast<std::uint64_t>(res));
-}
-
-void write_rest(LoopCore& core, Operation& op, long res) {
-  if (op.state == OpState::cancelling || res < 0) return finish_with(core, op, res);
-  if (total_remaining(op.bufs) == 0) return core.finish(&op, {});
-  if (res == 0) return core.finish(&op, std::make_error_code(std::errc::io_error));
-  core.begin_attempt(&op);  // the rest, in order: nothing else of this lane started
-}
-
-void finish_with(LoopCore& core, Operation& op, long res, bool) noexcept { core.finish(&op, result_code(op, res)); }
 
 const OpFamily read_family{
     .lane = Lane::read, .fills_buffers = true,
