@@ -4,7 +4,7 @@
 #include <niox/channels/selector.hpp>
 
 #include "channels/fd_io.hpp"
-#include "channels/socket_util.hpp"
+#include "channels/socket.hpp"
 
 #include <array>
 
@@ -12,38 +12,35 @@
 
 namespace niox {
 
+using detail::Socket;
+
 DatagramChannel DatagramChannel::open(ProtocolFamily family) {
-  return DatagramChannel(detail::open_socket(family, SOCK_DGRAM));
+  return DatagramChannel(Socket::open(detail::family_domain(family), SOCK_DGRAM).fd());
 }
 
 DatagramChannel DatagramChannel::from_native(int fd) noexcept {
   DatagramChannel ch(fd);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ch.connected_ = ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0;
+  ch.connected_ = Socket(fd).has_peer();
   return ch;
 }
 
 DatagramChannel& DatagramChannel::bind(const SocketAddress& local) {
-  detail::bind_socket(fd_, local);
+  Socket(fd_).bind_or_throw(local);
   return *this;
 }
 
 DatagramChannel& DatagramChannel::connect(const SocketAddress& remote) {
-  sockaddr_storage ss;
-  socklen_t len = remote.to_native(ss);
-  if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) < 0) {
-    throw std::system_error(detail::errno_code(), "connect " + remote.to_string());
+  if (auto ec = Socket(fd_).connect(remote)) {
+    throw std::system_error(ec, "connect " + remote.to_string());
   }
   connected_ = true;
   return *this;
 }
 
 DatagramChannel& DatagramChannel::disconnect() {
-  sockaddr sa{};
-  sa.sa_family = AF_UNSPEC;
-  if (::connect(fd_, &sa, sizeof sa) < 0 && errno != EAFNOSUPPORT) {
-    throw std::system_error(detail::errno_code(), "disconnect");
+  auto ec = Socket(fd_).disconnect();
+  if (ec && ec.value() != EAFNOSUPPORT) {
+    throw std::system_error(ec, "disconnect");
   }
   connected_ = false;
   return *this;
@@ -176,10 +173,10 @@ std::int64_t DatagramChannel::write(std::span<ByteBuffer> srcs, std::error_code&
 }
 
 std::optional<SocketAddress> DatagramChannel::local_address() const {
-  return detail::local_address_of(fd_);
+  return Socket(fd_).local_address();
 }
 std::optional<SocketAddress> DatagramChannel::remote_address() const {
-  return detail::remote_address_of(fd_);
+  return Socket(fd_).remote_address();
 }
 
 int DatagramChannel::valid_ops() const noexcept {

@@ -158,6 +158,10 @@ std::int64_t scatter_read(int fd, std::span<ByteBuffer> dsts, off_t position, st
                      : ::readv(fd, iov.data(), static_cast<int>(n_iov));
     }
   } while (n < 0 && errno == EINTR);
+  return read_outcome(n, dsts, ec);
+}
+
+std::int64_t read_outcome(ssize_t n, std::span<ByteBuffer> dsts, std::error_code& ec) noexcept {
   if (n < 0) {
     if (!would_block(errno)) {
       ec = errno_code();

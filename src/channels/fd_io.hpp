@@ -24,6 +24,8 @@ inline bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK
 // retried.
 std::int64_t read_into(int fd, ByteBuffer& dst, off_t position, std::error_code& ec);
 std::int64_t scatter_read(int fd, std::span<ByteBuffer> dsts, off_t position, std::error_code& ec);
+// What a read's result n (errno when negative) means, as above; advances dsts by n.
+std::int64_t read_outcome(ssize_t n, std::span<ByteBuffer> dsts, std::error_code& ec) noexcept;
 
 // Writes the buffers' remaining bytes, advancing each by exactly what was written. Keeps going
 // until all is written, or (write_all false) until the kernel would block. With position >= 0

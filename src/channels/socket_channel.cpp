@@ -4,7 +4,7 @@
 #include <niox/channels/selector.hpp>
 
 #include "channels/fd_io.hpp"
-#include "channels/socket_util.hpp"
+#include "channels/socket.hpp"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -30,21 +30,21 @@ SocketChannel& SocketChannel::operator=(SocketChannel&& other) noexcept {
   return *this;
 }
 
+using detail::Socket;
+
 SocketChannel SocketChannel::open(ProtocolFamily family) {
-  return SocketChannel(detail::open_socket(family, SOCK_STREAM), State::unconnected);
+  return SocketChannel(Socket::open(detail::family_domain(family), SOCK_STREAM).fd(),
+                       State::unconnected);
 }
 
 SocketChannel SocketChannel::open(const SocketAddress& remote) {
-  SocketChannel ch(detail::open_socket(remote.family(), SOCK_STREAM), State::unconnected);
+  SocketChannel ch(Socket::open(remote.family(), SOCK_STREAM).fd(), State::unconnected);
   ch.connect(remote);
   return ch;
 }
 
 SocketChannel SocketChannel::from_native(int fd) noexcept {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  bool connected = ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0;
-  return SocketChannel(fd, connected ? State::connected : State::unconnected);
+  return SocketChannel(fd, Socket(fd).has_peer() ? State::connected : State::unconnected);
 }
 
 void SocketChannel::close() noexcept {
@@ -53,7 +53,7 @@ void SocketChannel::close() noexcept {
 }
 
 SocketChannel& SocketChannel::bind(const SocketAddress& local) {
-  detail::bind_socket(fd_, local);
+  Socket(fd_).bind_or_throw(local);
   return *this;
 }
 
@@ -74,13 +74,12 @@ bool SocketChannel::connect(const SocketAddress& remote, std::error_code& ec) {
   if (state_ == State::pending) {
     throw ConnectionPendingException();
   }
-  sockaddr_storage ss;
-  socklen_t len = remote.to_native(ss);
-  if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+  std::error_code done = Socket(fd_).connect(remote);
+  if (!done) {
     state_ = State::connected;
     return true;
   }
-  int e = errno;
+  int e = done.value();
   if (e == EINPROGRESS || e == EINTR) {
     // EINTR: the kernel goes on connecting in the background, exactly as after EINPROGRESS.
     state_ = State::pending;
@@ -122,13 +121,8 @@ bool SocketChannel::finish_connect(std::error_code& ec) {
   if (rc == 0) {
     return false;
   }
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
-    err = errno;
-  }
-  if (err != 0) {
-    ec = detail::errno_code(err);
+  if (auto err = Socket(fd_).pending_error()) {
+    ec = err;
     close();
     return false;
   }
@@ -136,26 +130,27 @@ bool SocketChannel::finish_connect(std::error_code& ec) {
   return true;
 }
 
+// An unconnected socket has nothing to shut down: not an error (Java's behaviour).
 SocketChannel& SocketChannel::shutdown_input() {
-  if (::shutdown(fd_, SHUT_RD) < 0 && errno != ENOTCONN) {
-    throw std::system_error(detail::errno_code(), "shutdown_input");
+  if (auto ec = Socket(fd_).shutdown(SHUT_RD); ec && ec != std::errc::not_connected) {
+    throw std::system_error(ec, "shutdown_input");
   }
   return *this;
 }
 
 SocketChannel& SocketChannel::shutdown_output() {
-  if (::shutdown(fd_, SHUT_WR) < 0 && errno != ENOTCONN) {
-    throw std::system_error(detail::errno_code(), "shutdown_output");
+  if (auto ec = Socket(fd_).shutdown(SHUT_WR); ec && ec != std::errc::not_connected) {
+    throw std::system_error(ec, "shutdown_output");
   }
   return *this;
 }
 
 std::optional<SocketAddress> SocketChannel::local_address() const {
-  return detail::local_address_of(fd_);
+  return Socket(fd_).local_address();
 }
 
 std::optional<SocketAddress> SocketChannel::remote_address() const {
-  return detail::remote_address_of(fd_);
+  return Socket(fd_).remote_address();
 }
 
 std::int64_t SocketChannel::read(ByteBuffer& dst, std::error_code& ec) {
@@ -192,7 +187,7 @@ int SocketChannel::translate_ready_ops(std::uint32_t events, int interest) const
 // ---- ServerSocketChannel ------------------------------------------------------------------
 
 ServerSocketChannel ServerSocketChannel::open(ProtocolFamily family) {
-  return from_native(detail::open_socket(family, SOCK_STREAM));
+  return from_native(Socket::open(detail::family_domain(family), SOCK_STREAM).fd());
 }
 
 ServerSocketChannel ServerSocketChannel::from_native(int fd) noexcept {
@@ -200,9 +195,9 @@ ServerSocketChannel ServerSocketChannel::from_native(int fd) noexcept {
 }
 
 ServerSocketChannel& ServerSocketChannel::bind(const SocketAddress& local, int backlog) {
-  detail::bind_socket(fd_, local);
-  if (::listen(fd_, backlog <= 0 ? SOMAXCONN : backlog) < 0) {
-    throw std::system_error(detail::errno_code(), "listen");
+  Socket(fd_).bind_or_throw(local);
+  if (auto ec = Socket(fd_).listen(backlog <= 0 ? SOMAXCONN : backlog)) {
+    throw std::system_error(ec, "listen");
   }
   return *this;
 }
@@ -217,25 +212,15 @@ std::optional<SocketChannel> ServerSocketChannel::accept() {
 }
 
 std::optional<SocketChannel> ServerSocketChannel::accept(std::error_code& ec) {
-  ec.clear();
-  for (;;) {
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) {
-      return SocketChannel(fd, SocketChannel::State::connected);
-    }
-    int e = errno;
-    if (e == EINTR || e == ECONNABORTED) {
-      continue;
-    }
-    if (!detail::would_block(e)) {
-      ec = detail::errno_code(e);
-    }
+  int fd = Socket(fd_).accept(ec);
+  if (fd < 0) {
     return std::nullopt;
   }
+  return SocketChannel(fd, SocketChannel::State::connected);
 }
 
 std::optional<SocketAddress> ServerSocketChannel::local_address() const {
-  return detail::local_address_of(fd_);
+  return Socket(fd_).local_address();
 }
 
 int ServerSocketChannel::valid_ops() const noexcept { return SelectionKey::OP_ACCEPT; }

@@ -1,0 +1,69 @@
+// Private: the socket core. socket.cpp makes every socket call of the socket channels
+// (SocketChannel, ServerSocketChannel, DatagramChannel) and of the transport's socket channels,
+// and holds the option table (StandardSocketOptions, socket_options.hpp).
+//
+// A Socket names a descriptor; it never owns or closes it. open() and accept() hand a new
+// descriptor to the caller, who owns it from then on and closes it (a loop's channel through
+// its loop). Copies name the same descriptor. Errors come back as the errno's std::error_code;
+// only the overloads documented as throwing throw std::system_error.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+#include <niox/channels/socket_address.hpp>
+#include <niox/channels/socket_options.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <system_error>
+
+namespace niox::detail {
+
+int family_domain(ProtocolFamily family) noexcept;
+// AF_INET or AF_INET6: the stream sockets that are TCP.
+bool is_ip_family(int family) noexcept;
+
+class Socket {
+ public:
+  explicit Socket(int fd) noexcept : fd_(fd) {}
+
+  // socket(domain, type | SOCK_CLOEXEC, plus SOCK_NONBLOCK when asked). The caller owns the
+  // new descriptor. The first throws std::system_error("socket").
+  static Socket open(int domain, int type, bool nonblocking = false);
+  static Socket open(int domain, int type, bool nonblocking, std::error_code& ec) noexcept;
+
+  int fd() const noexcept { return fd_; }
+
+  std::error_code bind(const SocketAddress& local) const noexcept;
+  void bind_or_throw(const SocketAddress& local) const;  // std::system_error("bind <address>")
+  std::error_code listen(int backlog) const noexcept;
+  // accept4(SOCK_CLOEXEC); EINTR and connections that died queued (ECONNABORTED) are retried.
+  // The new descriptor belongs to the caller; -1 when none is pending (ec clear) or on error.
+  int accept(std::error_code& ec) const noexcept;
+  // One connect(2): clear when connected, else its errno (EINPROGRESS while pending).
+  std::error_code connect(const SocketAddress& remote) const noexcept;
+  // Dissolves a datagram socket's association (connect to AF_UNSPEC).
+  std::error_code disconnect() const noexcept;
+  // SO_ERROR: the outcome of a connection that was pending.
+  std::error_code pending_error() const noexcept;
+  // Connected to a peer (getpeername succeeds, also for an unnamed Unix-domain peer).
+  bool has_peer() const noexcept;
+  std::error_code shutdown(int how) const noexcept;  // SHUT_RD, SHUT_WR
+
+  // getsockname/getpeername; nullopt when unbound, unconnected (not an error) or unnamed. The
+  // overloads without ec throw std::system_error.
+  std::optional<SocketAddress> local_address(std::error_code& ec) const;
+  std::optional<SocketAddress> remote_address(std::error_code& ec) const;
+  std::optional<SocketAddress> local_address() const;
+  std::optional<SocketAddress> remote_address() const;
+
+  // One recv(MSG_DONTWAIT) into [position, limit) of dst, whose position advances by the bytes
+  // read: their count, -1 at end of stream, 0 when it would block or dst has no room (ec
+  // clear) or on error (ec set). EINTR is retried. Allocates nothing; dst stays the caller's.
+  // Throws ReadOnlyBufferException for a read-only dst.
+  std::int64_t read_now(ByteBuffer& dst, std::error_code& ec) const;
+
+ private:
+  int fd_;
+};
+
+}  // namespace niox::detail
