@@ -1,49 +1,19 @@
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
+#include "channels/socket.hpp"
 #include "transport/log.hpp"
 
-#include <algorithm>
-#include <cerrno>
 #include <span>
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 namespace niox {
 
+using detail::Socket;
+
 namespace {
-
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
-
-std::error_code set_int(int fd, int level, int name, int value) noexcept {
-  if (::setsockopt(fd, level, name, &value, sizeof value) != 0) {
-    return last_error();
-  }
-  return {};
-}
-
-// Stream sockets of these families are TCP: only they take TCP_* options, and only on them does
-// MSG_MORE hold bytes back.
-bool is_tcp(int family) noexcept { return family == AF_INET || family == AF_INET6; }
-
-std::optional<SocketAddress> address_of(int fd, bool peer) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
-                : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  if (rc != 0 || len <= sizeof(sa_family_t)) {
-    return std::nullopt;  // e.g. an unnamed Unix-domain client socket
-  }
-  try {
-    return SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&ss), len);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 // One receive-buffer allocator for every channel: it holds only the size table. Buffers come
 // from the BufferPool of the thread that reads (the channel's loop); their blocks go back to the
 // pool of whichever thread lets go of them last.
@@ -51,99 +21,49 @@ const AdaptiveRecvBufferAllocator& recv_allocator() {
   static const AdaptiveRecvBufferAllocator allocator;
   return allocator;
 }
-
 }  // namespace
 
-// ---- ChannelOptions -----------------------------------------------------------------------
+// ---- AbstractLoopSocketChannel ------------------------------------------------------------
 
-void ChannelOptions::merge(const ChannelOptions& o) {
-  auto take = [](auto& mine, const auto& theirs) {
-    if (theirs) {
-      mine = theirs;
+void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
+  if (fd_ >= 0) {
+    if (in_event_loop()) {
+      loop_->close(fd_);  // the loop forgets the descriptor
+    } else {
+      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
     }
-  };
-  take(tcp_nodelay, o.tcp_nodelay);
-  take(so_reuseaddr, o.so_reuseaddr);
-  take(so_keepalive, o.so_keepalive);
-  take(so_sndbuf, o.so_sndbuf);
-  take(so_rcvbuf, o.so_rcvbuf);
-  take(tcp_notsent_lowat, o.tcp_notsent_lowat);
-  take(so_linger, o.so_linger);
-  take(so_backlog, o.so_backlog);
-  take(auto_read, o.auto_read);
-  take(write_buffer_water_mark, o.write_buffer_water_mark);
-  take(write_buffer_hard_limit, o.write_buffer_hard_limit);
-  take(connect_timeout, o.connect_timeout);
-  take(allow_half_closure, o.allow_half_closure);
+  }
 }
 
-std::error_code ChannelOptions::apply_to_socket(int fd, int family) const noexcept {
-  const bool inet = is_tcp(family);
-  std::error_code ec;
-  auto keep_first = [&ec](std::error_code e) {
-    if (e && !ec) {
-      ec = e;
-    }
-  };
-  if (tcp_nodelay && inet) {
-    keep_first(set_int(fd, IPPROTO_TCP, TCP_NODELAY, *tcp_nodelay ? 1 : 0));
+void AbstractLoopSocketChannel::close_through_loop() noexcept {
+  int fd = fd_;
+  fd_ = -1;
+  loop_->close(fd);
+  if (keep_alive_) {
+    // Let go later: we are inside a call on this very object.
+    loop_->execute([s = std::move(keep_alive_)] {});
+    keep_alive_.reset();
   }
-  if (tcp_notsent_lowat && inet) {
-    keep_first(set_int(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, *tcp_notsent_lowat));
-  }
-  if (so_reuseaddr && inet) {
-    keep_first(set_int(fd, SOL_SOCKET, SO_REUSEADDR, *so_reuseaddr ? 1 : 0));
-  }
-  if (so_keepalive && inet) {
-    keep_first(set_int(fd, SOL_SOCKET, SO_KEEPALIVE, *so_keepalive ? 1 : 0));
-  }
-  if (so_sndbuf) {
-    keep_first(set_int(fd, SOL_SOCKET, SO_SNDBUF, *so_sndbuf));
-  }
-  if (so_rcvbuf) {
-    keep_first(set_int(fd, SOL_SOCKET, SO_RCVBUF, *so_rcvbuf));
-  }
-  if (so_linger) {
-    linger l{};
-    l.l_onoff = *so_linger >= 0 ? 1 : 0;
-    l.l_linger = std::max(*so_linger, 0);
-    if (::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) {
-      keep_first(last_error());
-    }
-  }
-  return ec;
 }
 
-void ChannelOptions::apply_to_config(Channel& channel) const {
-  auto& c = channel.config();
-  if (write_buffer_water_mark) {
-    c.set_write_buffer_water_mark(*write_buffer_water_mark);
+void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
+  if (closed_without_loop_.exchange(true)) {
+    return;
   }
-  if (write_buffer_hard_limit) {
-    c.set_write_buffer_hard_limit(*write_buffer_hard_limit);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
   }
-  if (connect_timeout) {
-    c.set_connect_timeout(*connect_timeout);
-  }
-  if (allow_half_closure) {
-    c.set_allow_half_closure(*allow_half_closure);
-  }
-  if (auto_read) {
-    c.set_auto_read(*auto_read);
-  }
+  auto last = std::move(keep_alive_);  // may be the last reference: released on return
 }
 
 // ---- LoopSocketChannel --------------------------------------------------------------------
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
-    : Channel(loop),
-      loop_(&loop),
-      fd_(fd),
-      family_(family),
-      recv_(recv_allocator().new_handle()) {
-  int sndbuf = 0;
-  socklen_t len = sizeof sndbuf;
-  if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0) {
+    : AbstractLoopSocketChannel(loop, fd, family), recv_(recv_allocator().new_handle()) {
+  std::error_code ec;
+  int sndbuf = detail::get_socket_option(fd, StandardSocketOptions::so_sndbuf, ec);
+  if (!ec && sndbuf > 0) {
     // Netty's starting budget: twice SO_SNDBUF, adapted per write afterwards.
     // (Straight into the outbound buffer: nobody else can see the channel yet.)
     mutable_outbound_buffer().set_max_bytes_per_write(static_cast<std::size_t>(sndbuf) * 2);
@@ -151,16 +71,7 @@ LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
-  int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    throw std::system_error(last_error(), "socket");
-  }
-  try {
-    return std::make_shared<LoopSocketChannel>(Token{}, loop, fd, family);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+  return adopt(loop, Socket::open(family, SOCK_STREAM, true).fd(), family);
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, int fd, int family) {
@@ -174,15 +85,7 @@ std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, int
 
 LoopSocketChannel::~LoopSocketChannel() {
   destroy_pipeline();
-  if (fd_ >= 0) {
-    // Never activated (or the loop is gone): nothing of ours is in the kernel, since every
-    // operation holds the channel. Tell the loop to forget the descriptor when we are on it.
-    if (in_event_loop()) {
-      loop_->close(fd_);
-    } else {
-      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
-    }
-  }
+  close_descriptor_at_destruction();
 }
 
 void LoopSocketChannel::apply_options(const ChannelOptions& options) {
@@ -261,7 +164,8 @@ void LoopSocketChannel::become_active() {
   }
   active_ = true;
   keep_alive_ = self();
-  set_addresses(address_of(fd_, false), address_of(fd_, true));
+  std::error_code ignored;  // what the kernel no longer knows (a peer gone already) stays unknown
+  set_addresses(Socket(fd_).local_address(ignored), Socket(fd_).remote_address(ignored));
   notify_active();
 }
 
@@ -327,18 +231,11 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
   while (more && recv_.continue_reading() && config().is_auto_read()) {
     ByteBuffer b = recv_.allocate();
     recv_.attempted_bytes_read(b.remaining());
-    auto dst = b.writable_bytes();
-    ssize_t k = ::recv(fd_, dst.data(), dst.size(), MSG_DONTWAIT);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    std::error_code e;
+    std::int64_t k = Socket(fd_).read_now(b, e);  // one recv(MSG_DONTWAIT), nothing allocated
+    if (k == 0 && !e) {
       recv_.last_bytes_read(0);
       break;
-    }
-    std::error_code e = k < 0 ? last_error() : std::error_code();
-    if (k > 0) {
-      b.position(b.position() + static_cast<std::size_t>(k));
     }
     more = handle_read_result(e, k > 0 ? static_cast<std::size_t>(k) : 0, std::move(b));
   }
@@ -431,7 +328,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     write_attempted_ = g.bytes;
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
-    more_held_ = g.file_region_next && is_tcp(family_);
+    more_held_ = g.file_region_next && detail::is_ip_family(family_);
     const WriteFlags flags = more_held_ ? WriteFlags::more : WriteFlags::none;
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {
@@ -510,8 +407,7 @@ void LoopSocketChannel::push_held() noexcept {
     return;
   }
   more_held_ = false;
-  int off = 0;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+  detail::set_socket_option(fd_, StandardSocketOptions::tcp_cork, 0);
 }
 
 // ---- Closing ------------------------------------------------------------------------------
@@ -521,233 +417,20 @@ void LoopSocketChannel::do_close() noexcept {
     return;
   }
   if (abort_on_close_) {
-    linger l{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    detail::set_socket_option(fd_, StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
   }
   connect_timer_.cancel();
-  int fd = fd_;
-  fd_ = -1;
-  loop_->close(fd);
   if (connecting_) {
-    connect_promise_.try_failure(transport::Errc::channel_closed);
+    connect_promise_.try_failure(transport::Errc::channel_closed);  // its listeners run later
   }
-  if (keep_alive_) {
-    // Let go later: we are inside a call on this very object.
-    loop_->execute([s = std::move(keep_alive_)] {});
-    keep_alive_.reset();
-  }
-}
-
-void LoopSocketChannel::do_close_without_loop() noexcept {
-  if (closed_without_loop_.exchange(true)) {
-    return;
-  }
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  auto last = std::move(keep_alive_);  // may be the last reference: released on return
+  close_through_loop();
 }
 
 std::error_code LoopSocketChannel::do_shutdown_output() noexcept {
   if (fd_ < 0) {
     return transport::Errc::channel_closed;
   }
-  if (::shutdown(fd_, SHUT_WR) != 0) {
-    return last_error();
-  }
-  return {};
-}
-
-// ---- LoopServerSocketChannel --------------------------------------------------------------
-
-LoopServerSocketChannel::LoopServerSocketChannel(Token, EventLoop& loop, ChildLoopChooser chooser)
-    : Channel(loop), loop_(&loop), chooser_(std::move(chooser)) {}
-
-std::shared_ptr<LoopServerSocketChannel> LoopServerSocketChannel::create(EventLoop& loop,
-                                                                         ChildLoopChooser chooser) {
-  return std::make_shared<LoopServerSocketChannel>(Token{}, loop, std::move(chooser));
-}
-
-LoopServerSocketChannel::~LoopServerSocketChannel() {
-  destroy_pipeline();
-  if (fd_ >= 0) {
-    if (in_event_loop()) {
-      loop_->close(fd_);
-    } else {
-      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
-    }
-  }
-}
-
-void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOptions& options,
-                                   ChannelPromise promise) {
-  auto run = [this, local, options, promise]() mutable {
-    if (closed_ || fd_ >= 0) {
-      promise.try_failure(closed_ ? std::error_code(transport::Errc::channel_closed)
-                                  : std::make_error_code(std::errc::invalid_argument));
-      return;
-    }
-    int family = local.family();
-    int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      promise.try_failure(last_error());
-      return;
-    }
-    ChannelOptions o;
-    o.so_reuseaddr = true;
-    o.merge(options);
-    std::error_code ec = o.apply_to_socket(fd, family);
-    sockaddr_storage ss{};
-    socklen_t len = local.to_native(ss);
-    if (!ec && ::bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
-      ec = last_error();
-    }
-    if (!ec && ::listen(fd, o.so_backlog.value_or(SOMAXCONN)) != 0) {
-      ec = last_error();
-    }
-    if (ec) {
-      ::close(fd);
-      promise.try_failure(ec);
-      return;
-    }
-    fd_ = fd;
-    family_ = family;
-    set_addresses(address_of(fd, false), std::nullopt);
-    bound_ = true;
-    keep_alive_ = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-    o.apply_to_config(*this);
-    notify_active();  // reads (accepts) when AUTO_READ
-    promise.try_success();
-  };
-  if (!on_loop(std::move(run))) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
-}
-
-void LoopServerSocketChannel::do_read_begin() {
-  if (fd_ < 0) {
-    return;
-  }
-  if (accepting_) {
-    resume_after_pause_ = pausing_;  // read() while the multishot accept is being stopped
-    return;
-  }
-  accepting_ = true;
-  auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  if (config().is_auto_read()) {
-    multishot_ = true;
-    accept_op_ = loop_->accept_multishot(
-        fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
-  } else {
-    // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
-    multishot_ = false;
-    accept_op_ = loop_->accept(fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
-  }
-}
-
-void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
-  if (fd >= 0) {
-    if (!multishot_) {
-      accepting_ = false;
-      accept_op_ = {};
-    }
-    if (fd_ < 0) {
-      ::close(fd);
-      return;
-    }
-    EventLoop& child_loop = chooser_ ? chooser_() : *loop_;
-    std::shared_ptr<LoopSocketChannel> child;
-    try {
-      child = LoopSocketChannel::adopt(child_loop, fd, family_);
-    } catch (...) {
-      pipeline().fire_exception_caught(std::current_exception());
-      return;
-    }
-    pipeline().fire_channel_read(Message(std::move(child)));
-    pipeline().fire_channel_read_complete();
-    if (fd_ < 0) {
-      return;
-    }
-    if (multishot_ && !pausing_ && !config().is_auto_read()) {
-      // A handler turned AUTO_READ off: stop accepting (connections keep queueing in the
-      // kernel's backlog) until read() or AUTO_READ on.
-      pausing_ = true;
-      loop_->cancel(accept_op_);
-    } else if (!multishot_ && config().is_auto_read()) {
-      do_read_begin();
-    }
-    return;
-  }
-  accepting_ = false;
-  accept_op_ = {};
-  bool paused = pausing_;
-  pausing_ = false;
-  if (fd_ < 0) {
-    return;
-  }
-  if (ec == operation_aborted() && paused) {
-    if (config().is_auto_read() || resume_after_pause_) {
-      resume_after_pause_ = false;
-      do_read_begin();
-    }
-    return;
-  }
-  resume_after_pause_ = false;
-  if (ec == operation_aborted()) {
-    close_for_transport();
-    return;
-  }
-  // EMFILE and friends: tell the pipeline, then try again a little later rather than spin.
-  pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "accept")));
-  auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
-  bool requested = !multishot_;  // a failed single accept was asked for by read()
-  loop_->schedule(std::chrono::milliseconds(100), [s, requested] {
-    if (s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
-      s->do_read_begin();
-    }
-  });
-}
-
-void LoopServerSocketChannel::do_write(OutboundBuffer& out) {
-  while (out.current() != nullptr) {
-    out.remove(transport::Errc::unsupported_message);
-  }
-}
-
-void LoopServerSocketChannel::do_close() noexcept {
-  closed_ = true;
-  if (fd_ < 0) {
-    return;
-  }
-  int fd = fd_;
-  fd_ = -1;
-  bound_ = false;
-  loop_->close(fd);
-  if (keep_alive_) {
-    loop_->execute([s = std::move(keep_alive_)] {});
-    keep_alive_.reset();
-  }
-}
-
-void LoopServerSocketChannel::do_close_without_loop() noexcept {
-  if (closed_without_loop_.exchange(true)) {
-    return;
-  }
-  closed_ = true;
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  auto last = std::move(keep_alive_);
-}
-
-void LoopServerSocketChannel::on_unhandled_inbound_message(Message msg) {
-  if (auto* child = msg.get_if<std::shared_ptr<LoopSocketChannel>>()) {
-    (*child)->close();
-    return;
-  }
-  Channel::on_unhandled_inbound_message(std::move(msg));
+  return Socket(fd_).shutdown(SHUT_WR);
 }
 
 }  // namespace niox

@@ -70,9 +70,9 @@ class Bootstrap {
     group_ = &group;
     return *this;
   }
-  template <class T, class V>
-  Bootstrap& option(ChannelOption<T> opt, V&& value) {
-    options_.*(opt.field) = T(std::forward<V>(value));
+  template <class Option, class V>
+  Bootstrap& option(const Option& opt, V&& value) {
+    options_.set(opt, std::forward<V>(value));
     return *this;
   }
   Bootstrap& handler(std::shared_ptr<ChannelHandler> h) {
@@ -100,14 +100,14 @@ class ServerBootstrap {
     return *this;
   }
   ServerBootstrap& group(EventLoopGroup& both) noexcept { return group(both, both); }
-  template <class T, class V>
-  ServerBootstrap& option(ChannelOption<T> opt, V&& value) {
-    options_.*(opt.field) = T(std::forward<V>(value));
+  template <class Option, class V>
+  ServerBootstrap& option(const Option& opt, V&& value) {
+    options_.set(opt, std::forward<V>(value));
     return *this;
   }
-  template <class T, class V>
-  ServerBootstrap& child_option(ChannelOption<T> opt, V&& value) {
-    child_options_.*(opt.field) = T(std::forward<V>(value));
+  template <class Option, class V>
+  ServerBootstrap& child_option(const Option& opt, V&& value) {
+    child_options_.set(opt, std::forward<V>(value));
     return *this;
   }
   // For the listening channel's pipeline (sees accepted channels as they arrive).

@@ -5,37 +5,33 @@
 //    .child_option(channel_option::tcp_nodelay, true)
 //    .child_option(channel_option::write_buffer_water_mark, WriteBufferWaterMark{32 << 10, 64 << 10});
 //
-// A ChannelOption<T> names one field of ChannelOptions; unset fields keep the kernel's or the
-// channel's default. Socket-level options are applied when the socket is created (or accepted);
-// socket options that do not apply to the address family (TCP_NODELAY, TCP_NOTSENT_LOWAT and
-// SO_KEEPALIVE on a Unix-domain socket) are skipped.
+// The socket options are Netty's names for rows of the one option table, StandardSocketOptions
+// (channels/socket_options.hpp; any of its rows may be set here too). They are applied when the
+// socket is created (or accepted), each only where its row applies: on a Unix-domain socket
+// TCP_NODELAY, TCP_NOTSENT_LOWAT, SO_REUSEADDR and SO_KEEPALIVE are skipped. The other options
+// (a ChannelOption<T>) name one field of ChannelOptions. Unset options keep the kernel's or the
+// channel's default.
 #pragma once
 
+#include <niox/channels/socket_options.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 namespace niox {
 
 class Channel;
+template <class T>
+struct ChannelOption;
 
 struct ChannelOptions {
-  std::optional<bool> tcp_nodelay;
-  std::optional<bool> so_reuseaddr;
-  std::optional<bool> so_keepalive;
-  std::optional<int> so_sndbuf;
-  std::optional<int> so_rcvbuf;
-  // TCP_NOTSENT_LOWAT: bytes not yet sent that the kernel keeps for the socket before it stops
-  // taking more (Netty's EpollChannelOption.TCP_NOTSENT_LOWAT). Small values leave a bulk
-  // sender's data in its outbound buffer or file until the peer's window opens, so it leaves
-  // from the channel's own loop instead of waiting in the kernel for the peer's acknowledgements
-  // to send it (which on loopback means on the receiver's core). TCP sockets only.
-  std::optional<int> tcp_notsent_lowat;
-  // Seconds of SO_LINGER; 0 makes close() abortive (RST instead of FIN).
-  std::optional<int> so_linger;
+  // The socket options set (row, value), in the order first set: one slot per row of the table.
+  std::array<std::pair<const SocketOptionInfo*, int>, 16> socket_options{};
   // listen() backlog of a server socket (default SOMAXCONN).
   std::optional<int> so_backlog;
   std::optional<bool> auto_read;
@@ -45,10 +41,21 @@ struct ChannelOptions {
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<bool> allow_half_closure;
 
-  // Fields set in `other` override ours.
+  template <class T, class V>
+  void set(const SocketOption<T>& option, V&& value) {
+    set_socket_option(option, static_cast<int>(T(std::forward<V>(value))));
+  }
+  template <class T, class V>
+  void set(ChannelOption<T> option, V&& value) {
+    this->*(option.field) = T(std::forward<V>(value));
+  }
+  // A row set again keeps its place and takes the new value.
+  void set_socket_option(const SocketOptionInfo& option, int value);
+  // Options set in `other` override ours.
   void merge(const ChannelOptions& other);
 
-  // setsockopt for the socket-level fields (family: AF_INET, AF_INET6 or AF_UNIX).
+  // setsockopt for the socket options (family: AF_INET, AF_INET6 or AF_UNIX); the first error,
+  // the others still tried. fd stays the caller's.
   std::error_code apply_to_socket(int fd, int family) const noexcept;
   // The ChannelConfig fields. Throws IllegalArgumentException for an inverted water mark.
   void apply_to_config(Channel& channel) const;
@@ -60,13 +67,18 @@ struct ChannelOption {
 };
 
 namespace channel_option {
-inline constexpr ChannelOption<bool> tcp_nodelay{&ChannelOptions::tcp_nodelay};
-inline constexpr ChannelOption<bool> so_reuseaddr{&ChannelOptions::so_reuseaddr};
-inline constexpr ChannelOption<bool> so_keepalive{&ChannelOptions::so_keepalive};
-inline constexpr ChannelOption<int> so_sndbuf{&ChannelOptions::so_sndbuf};
-inline constexpr ChannelOption<int> so_rcvbuf{&ChannelOptions::so_rcvbuf};
-inline constexpr ChannelOption<int> tcp_notsent_lowat{&ChannelOptions::tcp_notsent_lowat};
-inline constexpr ChannelOption<int> so_linger{&ChannelOptions::so_linger};
+// TCP_NOTSENT_LOWAT (Netty's EpollChannelOption.TCP_NOTSENT_LOWAT): small values leave a bulk
+// sender's data in its outbound buffer or file until the peer's window opens, so it leaves
+// from the channel's own loop instead of waiting in the kernel for the peer's acknowledgements
+// to send it (which on loopback means on the receiver's core). TCP sockets only.
+inline constexpr const SocketOption<int>& tcp_notsent_lowat = StandardSocketOptions::tcp_notsent_lowat;
+inline constexpr const SocketOption<bool>& tcp_nodelay = StandardSocketOptions::tcp_nodelay;
+inline constexpr const SocketOption<bool>& so_reuseaddr = StandardSocketOptions::so_reuseaddr;
+inline constexpr const SocketOption<bool>& so_keepalive = StandardSocketOptions::so_keepalive;
+inline constexpr const SocketOption<int>& so_sndbuf = StandardSocketOptions::so_sndbuf;
+inline constexpr const SocketOption<int>& so_rcvbuf = StandardSocketOptions::so_rcvbuf;
+// Seconds of SO_LINGER; 0 makes close() abortive (RST instead of FIN).
+inline constexpr const SocketOption<int>& so_linger = StandardSocketOptions::so_linger;
 inline constexpr ChannelOption<int> so_backlog{&ChannelOptions::so_backlog};
 inline constexpr ChannelOption<bool> auto_read{&ChannelOptions::auto_read};
 inline constexpr ChannelOption<WriteBufferWaterMark> write_buffer_water_mark{

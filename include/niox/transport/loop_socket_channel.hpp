@@ -55,17 +55,44 @@
 
 namespace niox {
 
-class LoopSocketChannel final : public Channel {
+// What both socket channels share: their loop and their descriptor, which the channel owns from
+// open/adopt/bind until close() gives it to the loop's close(fd) (or, once the loop is gone,
+// ::close), and the self-reference an active channel holds.
+class AbstractLoopSocketChannel : public Channel {
+ public:
+  EventLoop& event_loop() const noexcept { return *loop_; }
+
+ protected:
+  AbstractLoopSocketChannel(EventLoop& loop, int fd, int family)
+      : Channel(loop), loop_(&loop), fd_(fd), family_(family) {}
+  // For the destructors, after destroy_pipeline(): a descriptor still held (never activated, or
+  // the loop gone) has nothing in the kernel, since every operation holds the channel.
+  void close_descriptor_at_destruction() noexcept;
+  // do_close(): the descriptor goes to the loop's close(fd), the self-reference a turn later.
+  void close_through_loop() noexcept;
+  void do_close_without_loop() noexcept override;
+  bool closed_without_loop() const noexcept { return closed_without_loop_.load(); }
+
+  EventLoop* loop_;
+  int fd_;  // -1 once closed
+  int family_;
+  std::shared_ptr<Channel> keep_alive_;  // set while active and open
+
+ private:
+  std::atomic<bool> closed_without_loop_{false};
+};
+
+class LoopSocketChannel final : public AbstractLoopSocketChannel {
  public:
   // A new unconnected socket of `family` (AF_INET, AF_INET6, AF_UNIX), non-blocking and
   // O_CLOEXEC, on `loop`. Throws std::system_error.
   static std::shared_ptr<LoopSocketChannel> open(EventLoop& loop, int family);
   // Adopts a connected (accepted) descriptor; start with start_accepted() on the loop thread.
+  // The channel owns fd from this call on (also when it throws: fd is closed) until closed.
   static std::shared_ptr<LoopSocketChannel> adopt(EventLoop& loop, int fd, int family);
 
   ~LoopSocketChannel() override;
 
-  EventLoop& event_loop() const noexcept { return *loop_; }
   // The descriptor, or -1 once closed. Do not close it yourself.
   int fd() const noexcept { return fd_; }
   int family() const noexcept { return family_; }
@@ -94,7 +121,6 @@ class LoopSocketChannel final : public Channel {
   void do_close() noexcept override;
   std::error_code do_shutdown_output() noexcept override;
   void do_read_begin() override;
-  void do_close_without_loop() noexcept override;
 
  private:
   struct Token {};
@@ -118,9 +144,6 @@ class LoopSocketChannel final : public Channel {
   void push_held() noexcept;
   void on_connected(std::error_code ec);
 
-  EventLoop* loop_;
-  int fd_;
-  int family_;
   bool active_ = false;
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
@@ -137,11 +160,9 @@ class LoopSocketChannel final : public Channel {
   ChannelPromise connect_promise_;
   OperationHandle connect_op_;
   ScheduledFuture connect_timer_;
-  std::shared_ptr<LoopSocketChannel> keep_alive_;  // set while active and open
-  std::atomic<bool> closed_without_loop_{false};
 };
 
-class LoopServerSocketChannel final : public Channel {
+class LoopServerSocketChannel final : public AbstractLoopSocketChannel {
  public:
   // Picks the loop of each accepted connection (a worker group's next()); default: this
   // channel's loop. Called on this channel's loop thread.
@@ -151,9 +172,8 @@ class LoopServerSocketChannel final : public Channel {
                                                          ChildLoopChooser chooser = nullptr);
   ~LoopServerSocketChannel() override;
 
-  EventLoop& event_loop() const noexcept { return *loop_; }
-  bool is_open() const noexcept override { return !closed_; }
-  bool is_active() const noexcept override { return fd_ >= 0 && bound_; }
+  bool is_open() const noexcept override { return !closed_ && !closed_without_loop(); }
+  bool is_active() const noexcept override { return fd_ >= 0; }  // bound and listening
   // local_address() is known once the bind completed (a port 0 is resolved there).
 
   // Opens the socket, applies `options` (SO_REUSEADDR defaults on), binds, listens with
@@ -171,7 +191,6 @@ class LoopServerSocketChannel final : public Channel {
   void do_close() noexcept override;
   std::error_code do_shutdown_output() noexcept override { return {}; }
   void do_read_begin() override;
-  void do_close_without_loop() noexcept override;
   bool accepts_outbound(const Message&) const noexcept override { return false; }
   void on_unhandled_inbound_message(Message msg) override;
 
@@ -184,19 +203,13 @@ class LoopServerSocketChannel final : public Channel {
  private:
   void on_accepted(std::error_code ec, int fd);
 
-  EventLoop* loop_;
   ChildLoopChooser chooser_;
-  int fd_ = -1;
-  int family_ = 0;
-  bool bound_ = false;
   bool closed_ = false;
   bool accepting_ = false;
   bool multishot_ = false;           // accept_op_ is a multishot accept (AUTO_READ on)
   bool pausing_ = false;             // the multishot accept is being cancelled (AUTO_READ off)
   bool resume_after_pause_ = false;  // read() came while pausing
   OperationHandle accept_op_;
-  std::shared_ptr<LoopServerSocketChannel> keep_alive_;
-  std::atomic<bool> closed_without_loop_{false};
 };
 
 }  // namespace niox
