@@ -40,7 +40,7 @@ struct Server {
     });
   }
   void drop(int fd) {
-    loop.close(fd);
+    loop.close(niox::FileDescriptor(fd));  // the accepted descriptor was ours
     --connections;
   }
 };
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   loop.run();
   fmt::print(stderr, "{}\n", loop.counters());
-  loop.close(lfd);
-  loop.close(sfd);
+  loop.close(niox::FileDescriptor(lfd));
+  loop.close(niox::FileDescriptor(sfd));
   return 0;
 }

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   fmt::print("backend={} method={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
              loop.backend(), method, mib, secs, total / secs / 1e6, cpu / (total / 1e9),
              !failed && !corrupt && sent == total);
-  loop.close(out);
+  loop.close(niox::FileDescriptor(out));
   ::close(in);
   ::close(file);
   if (pipes[0] >= 0) {

@@ -49,11 +49,11 @@ int main() {
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return 1;
-  int niox_side = sv[0];
+  niox::FileDescriptor niox_side(sv[0]);  // ours; closed through the loop at the end
   asio::posix::stream_descriptor asio_side(io, sv[1]);
 
   // niox -> Asio
-  loop.write(niox_side, text("hello from niox"), [](std::error_code ec, std::size_t n, niox::ByteBuffer) {
+  loop.write(niox_side.get(), text("hello from niox"), [](std::error_code ec, std::size_t n, niox::ByteBuffer) {
     fmt::print("niox wrote {} bytes ({})\n", n, ec ? ec.message() : "ok");
   });
 
@@ -70,7 +70,7 @@ int main() {
   });
 
   // Asio -> niox, then stop everything.
-  loop.read(niox_side, niox::ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t n, niox::ByteBuffer buf) {
+  loop.read(niox_side.get(), niox::ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t n, niox::ByteBuffer buf) {
     fmt::print("niox read {} bytes: '{}' ({})\n", n, as_string(std::move(buf)), ec ? ec.message() : "ok");
     loop.schedule(std::chrono::milliseconds(20), [&] {
       fmt::print("niox timer fired; counters: {}\n", loop.counters());
@@ -85,7 +85,7 @@ int main() {
 
   io.run_for(std::chrono::seconds(5));
   niox_fd.release();  // the loop owns its pollable descriptor
-  loop.close(niox_side);
+  loop.close(std::move(niox_side));
   fmt::print("backend: {}\n", loop.backend());
   return 0;
 }

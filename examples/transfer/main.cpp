@@ -102,17 +102,17 @@ class Sender {
       : loop_(loop), plan_(std::move(plan)), to_(std::move(to)), progress_(plan_.size) {}
 
   int run() {
-    fd_ = ::socket(to_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
+    fd_.reset(::socket(to_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd_) {
       return fail(std::error_code(errno, std::system_category()), "socket");
     }
-    loop_.connect(fd_, to_, [this](std::error_code ec) {
+    loop_.connect(fd_.get(), to_, [this](std::error_code ec) {
       if (finished_) return;
       if (ec) {
         finish(fail(ec, "cannot connect to " + to_.to_string()));
         return;
       }
-      loop_.write(fd_, std::move(plan_.header_bytes), [this](std::error_code ec, std::size_t, ByteBuffer) {
+      loop_.write(fd_.get(), std::move(plan_.header_bytes), [this](std::error_code ec, std::size_t, ByteBuffer) {
         if (finished_) return;
         if (ec) {
           finish(fail(ec, "sending the header"));
@@ -126,7 +126,7 @@ class Sender {
     });
     loop_.run();
     // Whatever is still pending ends here (operation_aborted), while this object is alive.
-    loop_.close(fd_);
+    loop_.close(std::move(fd_));
     loop_.shutdown();
     return status_;
   }
@@ -137,7 +137,7 @@ class Sender {
   void send_body() {
     if (sent_ == plan_.size) {
       progress_.finish();
-      loop_.write(fd_, plan_.trailer(), [this](std::error_code ec, std::size_t, ByteBuffer) {
+      loop_.write(fd_.get(), plan_.trailer(), [this](std::error_code ec, std::size_t, ByteBuffer) {
         if (finished_) return;
         if (ec) {
           body_error_ = ec;
@@ -153,7 +153,7 @@ class Sender {
       finish(fail(ec, "reading the file"));
       return;
     }
-    loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_,
+    loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_.get(),
                       [this](std::error_code ec, std::size_t done) {
                         if (finished_) return;
                         sent_ += done;
@@ -170,7 +170,7 @@ class Sender {
   // Reads the verdict and, after one that is not ok, the receiver's reason; the end of the
   // connection before the reason (a receiver that predates it) leaves the reason empty.
   void await_reply(ByteBuffer buf) {
-    loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+    loop_.read(fd_.get(), std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
       if (finished_) return;
       ByteBuffer so_far = b.duplicate();
       so_far.flip();
@@ -242,7 +242,7 @@ class Sender {
   SendPlan plan_;
   SocketAddress to_;
   ProgressReporter progress_;
-  int fd_ = -1;
+  FileDescriptor fd_;  // the connection; closed through loop_ when run() ends
   std::uint64_t sent_ = 0;
   bool body_done_ = false;
   std::error_code body_error_;
@@ -290,37 +290,38 @@ class Receiver {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Receiver(EventLoop& loop, int listen_fd, TransferReceiver& rx, ReceiverTimeouts timeouts,
+  // Owns `listen_fd` and closes it through `loop` when run() returns.
+  Receiver(EventLoop& loop, FileDescriptor listen_fd, TransferReceiver& rx, ReceiverTimeouts timeouts,
            std::uint64_t max_size)
-      : loop_(loop), listen_fd_(listen_fd), rx_(rx), timeouts_(timeouts), max_size_(max_size) {}
+      : loop_(loop), listen_fd_(std::move(listen_fd)), rx_(rx), timeouts_(timeouts), max_size_(max_size) {}
 
   int run() {
     int p[2];
     if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
       die("pipe2: " + std::error_code(errno, std::system_category()).message());
     }
-    pipe_r_ = p[0];
-    pipe_w_ = p[1];
+    pipe_r_.reset(p[0]);
+    pipe_w_.reset(p[1]);
     // A pipe holds 64 KiB by default: each splice pair would move at most that. A larger pipe
     // (up to the system's pipe-max-size) moves a whole chunk per pair.
     for (int size = static_cast<int>(chunk); size >= 64 * 1024; size /= 2) {
-      if (::fcntl(pipe_w_, F_SETPIPE_SZ, size) >= 0) break;
+      if (::fcntl(pipe_w_.get(), F_SETPIPE_SZ, size) >= 0) break;
     }
-    loop_.accept(listen_fd_, [this](std::error_code ec, int fd) {
+    loop_.accept(listen_fd_.get(), [this](std::error_code ec, int fd) {
       if (ending_) return;
       if (ec) {
         finish(report(exit_failed, "accept: " + ec.message()));
         return;
       }
-      fd_ = fd;
+      fd_.reset(fd);
       start_header_timer();
       read_header();
     });
     loop_.run();
-    if (fd_ >= 0) loop_.close(fd_);
-    loop_.close(pipe_r_);
-    loop_.close(pipe_w_);
-    loop_.close(listen_fd_);
+    if (fd_) loop_.close(std::move(fd_));
+    loop_.close(std::move(pipe_r_));
+    loop_.close(std::move(pipe_w_));
+    loop_.close(std::move(listen_fd_));
     // Whatever is still pending ends here (operation_aborted), while this object is alive.
     loop_.shutdown();
     return status_;
@@ -328,7 +329,7 @@ class Receiver {
 
  private:
   void read_header() {
-    waiting_for_sender(loop_.read(fd_, ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
       sender_answered();
       if (ending_) return;
       if (ec || n == 0) {
@@ -379,7 +380,7 @@ class Receiver {
       return;
     }
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
-    waiting_for_sender(loop_.splice(fd_, -1, pipe_w_, -1, want, [this](std::error_code ec, std::size_t n) {
+    waiting_for_sender(loop_.splice(fd_.get(), -1, pipe_w_.get(), -1, want, [this](std::error_code ec, std::size_t n) {
       sender_answered();
       if (ending_) return;
       if (ec || n == 0) {
@@ -395,7 +396,7 @@ class Receiver {
   }
 
   void drain_pipe(std::size_t left) {
-    loop_.splice(pipe_r_, -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
+    loop_.splice(pipe_r_.get(), -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
                  [this, left](std::error_code ec, std::size_t n) {
                    if (ending_) return;
                    if (ec || n == 0) {
@@ -427,7 +428,7 @@ class Receiver {
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    waiting_for_sender(loop_.read(fd_, ByteBuffer::allocate(rx_.trailer_missing()),
+    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
                                   [this](std::error_code ec, std::size_t n, ByteBuffer b) {
       sender_answered();
       if (ending_) return;
@@ -567,13 +568,13 @@ class Receiver {
   // passes, then `then`.
   template <class F>
   void reply(TransferStatus status, const std::string& reason, F then) {
-    loop_.write(fd_, encode_reply(status, reason), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
+    loop_.write(fd_.get(), encode_reply(status, reason), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
       if (stopped_) return;
       if (ec || status == TransferStatus::ok) {
         then();
         return;
       }
-      ::shutdown(fd_, SHUT_WR);
+      ::shutdown(fd_.get(), SHUT_WR);
       lingering_ = true;
       after_linger_ = then;
       linger_timer_ = loop_.schedule(linger_time, [this] { end_linger(); });
@@ -582,7 +583,7 @@ class Receiver {
   }
 
   void drain(ByteBuffer buf) {
-    drain_op_ = loop_.read(fd_, std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+    drain_op_ = loop_.read(fd_.get(), std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
       if (!lingering_) return;
       if (ec || n == 0) {
         end_linger();
@@ -616,14 +617,15 @@ class Receiver {
   }
 
   EventLoop& loop_;
-  int listen_fd_;
+  // Owned here, all closed through loop_ when run() ends.
+  FileDescriptor listen_fd_;
   TransferReceiver& rx_;
   ReceiverTimeouts timeouts_;
   std::uint64_t max_size_;
   std::unique_ptr<ProgressReporter> progress_;
-  int fd_ = -1;
-  int pipe_r_ = -1;
-  int pipe_w_ = -1;
+  FileDescriptor fd_;  // the sender's connection
+  FileDescriptor pipe_r_;
+  FileDescriptor pipe_w_;
   int status_ = exit_failed;
   bool ending_ = false;   // the transfer is over (refused, failed or verified): its handlers stop
   bool stopped_ = false;  // the loop is stopping
@@ -672,7 +674,7 @@ int run_recv(const TransferOptions& o) {
       std::chrono::duration<double>(o.header_timeout_seconds));
   timeouts.idle = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.idle_timeout_seconds));
-  Receiver r(loop, lfd, rx, timeouts, o.max_size);
+  Receiver r(loop, FileDescriptor(lfd), rx, timeouts, o.max_size);
   return r.run();
 }
 

@@ -6,6 +6,7 @@
 #include <niox/async/task.hpp>
 #include <niox/async/when_all.hpp>
 #include <niox/async/when_any.hpp>
+#include <niox/base/file_descriptor.hpp>
 #include <niox/base/log.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>

@@ -355,9 +355,8 @@ bool LoopCore::cancel(OperationHandle h) {
   return true;
 }
 
-std::error_code LoopCore::close(int fd, bool really_close) {
-  std::error_code result;
-  if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+void LoopCore::forget(int fd) {
+  if (fd < 0) return;
   if (static_cast<std::size_t>(fd) < fds_.size()) {
     // Detach everything first: from here on no operation refers to this descriptor's state, so
     // a new descriptor with the same number starts clean whatever the old ones still report.
@@ -370,8 +369,6 @@ std::error_code LoopCore::close(int fd, bool really_close) {
     victims.resize(base);
   }
   backend_->forget_fd(fd);
-  if (really_close && ::close(fd) != 0) result = {errno, std::generic_category()};
-  return result;
 }
 
 // ---- The turn -------------------------------------------------------------------------------
@@ -732,8 +729,12 @@ ScheduledFuture EventLoop::schedule_at_fixed_rate(std::chrono::nanoseconds initi
   return ScheduledFuture(std::move(state));
 }
 bool EventLoop::cancel(OperationHandle handle) { return core_->cancel(handle); }
-std::error_code EventLoop::close(int fd) { return core_->close(fd, true); }
-void EventLoop::release(int fd) { core_->close(fd, false); }
+std::error_code EventLoop::close(FileDescriptor fd) {
+  if (!fd) return std::make_error_code(std::errc::bad_file_descriptor);
+  core_->forget(fd.get());
+  return fd.close();
+}
+void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get()); }
 LoopCounters EventLoop::counters() const noexcept { return core_->counters(); }
 std::size_t EventLoop::pending() const noexcept { return core_->pending(); }
 int EventLoop::pollable_fd() { return core_->pollable_fd(); }

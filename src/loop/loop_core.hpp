@@ -34,7 +34,8 @@ class LoopCore {
   // ---- used by EventLoop ----
   OperationHandle start(const OpArgs& args, CompletionFn fn);
   bool cancel(OperationHandle h);
-  std::error_code close(int fd, bool really_close);
+  // Aborts what is pending on fd and forgets it; never closes it (EventLoop::close does).
+  void forget(int fd);
   std::size_t run_once(std::chrono::nanoseconds timeout);  // negative = no limit
   void run();
   void stop() noexcept;

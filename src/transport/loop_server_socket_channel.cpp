@@ -11,7 +11,7 @@ namespace niox {
 using detail::Socket;
 
 LoopServerSocketChannel::LoopServerSocketChannel(Token, EventLoop& loop, ChildLoopChooser chooser)
-    : AbstractLoopSocketChannel(loop, -1, 0), chooser_(std::move(chooser)) {}
+    : AbstractLoopSocketChannel(loop, FileDescriptor(), 0), chooser_(std::move(chooser)) {}
 
 std::shared_ptr<LoopServerSocketChannel> LoopServerSocketChannel::create(EventLoop& loop,
                                                                          ChildLoopChooser chooser) {
@@ -26,7 +26,7 @@ LoopServerSocketChannel::~LoopServerSocketChannel() {
 void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOptions& options,
                                    ChannelPromise promise) {
   auto run = [this, local, options, promise]() mutable {
-    if (closed_ || fd_ >= 0) {
+    if (closed_ || fd_.valid()) {
       promise.try_failure(closed_ ? std::error_code(transport::Errc::channel_closed)
                                   : std::make_error_code(std::errc::invalid_argument));
       return;
@@ -53,7 +53,7 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
       promise.try_failure(ec);
       return;
     }
-    fd_ = socket.fd();
+    fd_ = FileDescriptor(socket.fd());
     family_ = family;
     set_addresses(socket.local_address(ec), std::nullopt);  // ec: unused from here on
     keep_alive_ = shared_from_this();
@@ -67,7 +67,7 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
 }
 
 void LoopServerSocketChannel::do_read_begin() {
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return;
   }
   if (accepting_) {
@@ -79,35 +79,35 @@ void LoopServerSocketChannel::do_read_begin() {
   if (config().is_auto_read()) {
     multishot_ = true;
     accept_op_ = loop_->accept_multishot(
-        fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+        fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
   } else {
     // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
     multishot_ = false;
-    accept_op_ = loop_->accept(fd_, [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+    accept_op_ = loop_->accept(fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
   }
 }
 
-void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
-  if (fd >= 0) {
+void LoopServerSocketChannel::on_accepted(std::error_code ec, int accepted) {
+  if (accepted >= 0) {
+    FileDescriptor fd(accepted);  // ours from here on: closed unless a child takes it
     if (!multishot_) {
       accepting_ = false;
       accept_op_ = {};
     }
-    if (fd_ < 0) {
-      ::close(fd);
+    if (!fd_.valid()) {
       return;
     }
     EventLoop& child_loop = chooser_ ? chooser_() : *loop_;
     std::shared_ptr<LoopSocketChannel> child;
     try {
-      child = LoopSocketChannel::adopt(child_loop, fd, family_);
+      child = LoopSocketChannel::adopt(child_loop, std::move(fd), family_);
     } catch (...) {
       pipeline().fire_exception_caught(std::current_exception());
       return;
     }
     pipeline().fire_channel_read(Message(std::move(child)));
     pipeline().fire_channel_read_complete();
-    if (fd_ < 0) {
+    if (!fd_.valid()) {
       return;
     }
     if (multishot_ && !pausing_ && !config().is_auto_read()) {
@@ -124,7 +124,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   accept_op_ = {};
   bool paused = pausing_;
   pausing_ = false;
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return;
   }
   if (ec == operation_aborted() && paused) {
@@ -144,7 +144,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, int fd) {
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
   bool requested = !multishot_;  // a failed single accept was asked for by read()
   loop_->schedule(std::chrono::milliseconds(100), [s, requested] {
-    if (s->fd_ >= 0 && (requested || s->config().is_auto_read())) {
+    if (s->fd_.valid() && (requested || s->config().is_auto_read())) {
       s->do_read_begin();
     }
   });
@@ -158,7 +158,7 @@ void LoopServerSocketChannel::do_write(OutboundBuffer& out) {
 
 void LoopServerSocketChannel::do_close() noexcept {
   closed_ = true;
-  if (fd_ >= 0) {
+  if (fd_.valid()) {
     close_through_loop();
   }
 }

@@ -26,19 +26,17 @@ const AdaptiveRecvBufferAllocator& recv_allocator() {
 // ---- AbstractLoopSocketChannel ------------------------------------------------------------
 
 void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
-  if (fd_ >= 0) {
+  if (fd_.valid()) {
     if (in_event_loop()) {
-      loop_->close(fd_);  // the loop forgets the descriptor
+      loop_->close(std::move(fd_));  // the loop forgets the descriptor
     } else {
-      ::close(fd_);  // another thread, or the loop is gone: the loop holds nothing of it
+      fd_.reset();  // another thread, or the loop is gone: the loop holds nothing of it
     }
   }
 }
 
 void AbstractLoopSocketChannel::close_through_loop() noexcept {
-  int fd = fd_;
-  fd_ = -1;
-  loop_->close(fd);
+  loop_->close(std::move(fd_));
   if (keep_alive_) {
     // Let go later: we are inside a call on this very object.
     loop_->execute([s = std::move(keep_alive_)] {});
@@ -50,19 +48,16 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
   if (closed_without_loop_.exchange(true)) {
     return;
   }
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
+  fd_.reset();
   auto last = std::move(keep_alive_);  // may be the last reference: released on return
 }
 
 // ---- LoopSocketChannel --------------------------------------------------------------------
 
-LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
-    : AbstractLoopSocketChannel(loop, fd, family), recv_(recv_allocator().new_handle()) {
+LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
+    : AbstractLoopSocketChannel(loop, std::move(fd), family), recv_(recv_allocator().new_handle()) {
   std::error_code ec;
-  int sndbuf = detail::get_socket_option(fd, StandardSocketOptions::so_sndbuf, ec);
+  int sndbuf = detail::get_socket_option(fd_.get(), StandardSocketOptions::so_sndbuf, ec);
   if (!ec && sndbuf > 0) {
     // Netty's starting budget: twice SO_SNDBUF, adapted per write afterwards.
     // (Straight into the outbound buffer: nobody else can see the channel yet.)
@@ -71,16 +66,13 @@ LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, int fd, int family)
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
-  return adopt(loop, Socket::open(family, SOCK_STREAM, true).fd(), family);
+  return adopt(loop, FileDescriptor(Socket::open(family, SOCK_STREAM, true).fd()), family);
 }
 
-std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, int fd, int family) {
-  try {
-    return std::make_shared<LoopSocketChannel>(Token{}, loop, fd, family);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, FileDescriptor fd,
+                                                             int family) {
+  // If make_shared throws, `fd` (still owned here or by the half-built channel) closes the socket.
+  return std::make_shared<LoopSocketChannel>(Token{}, loop, std::move(fd), family);
 }
 
 LoopSocketChannel::~LoopSocketChannel() {
@@ -89,8 +81,8 @@ LoopSocketChannel::~LoopSocketChannel() {
 }
 
 void LoopSocketChannel::apply_options(const ChannelOptions& options) {
-  if (fd_ >= 0) {
-    if (auto ec = options.apply_to_socket(fd_, family_)) {
+  if (fd_.valid()) {
+    if (auto ec = options.apply_to_socket(fd_.get(), family_)) {
       log(LogLevel::warn, "channel {}: a socket option was refused: {}", id(), ec.message());
     }
   }
@@ -105,7 +97,7 @@ ChannelFuture LoopSocketChannel::connect(const SocketAddress& remote) {
 
 void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise promise) {
   auto run = [this, remote, promise]() mutable {
-    if (fd_ < 0) {
+    if (!fd_.valid()) {
       promise.try_failure(transport::Errc::channel_closed);
       return;
     }
@@ -117,7 +109,7 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
     connecting_ = true;
     connect_to_ = remote;
     connect_promise_ = std::move(promise);
-    connect_op_ = loop_->connect(fd_, connect_to_,
+    connect_op_ = loop_->connect(fd_.get(), connect_to_,
                                  [s = self()](std::error_code ec) { s->on_connected(ec); });
     auto timeout = config().connect_timeout();
     if (timeout.count() > 0) {
@@ -140,7 +132,7 @@ void LoopSocketChannel::on_connected(std::error_code ec) {
   connect_timer_.cancel();
   auto promise = std::move(connect_promise_);
   connect_promise_ = ChannelPromise();
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     promise.try_failure(transport::Errc::channel_closed);
     return;
   }
@@ -159,13 +151,13 @@ void LoopSocketChannel::on_connected(std::error_code ec) {
 void LoopSocketChannel::start_accepted() { become_active(); }
 
 void LoopSocketChannel::become_active() {
-  if (active_ || fd_ < 0) {
+  if (active_ || !fd_.valid()) {
     return;
   }
   active_ = true;
   keep_alive_ = self();
   std::error_code ignored;  // what the kernel no longer knows (a peer gone already) stays unknown
-  set_addresses(Socket(fd_).local_address(ignored), Socket(fd_).remote_address(ignored));
+  set_addresses(Socket(fd_.get()).local_address(ignored), Socket(fd_.get()).remote_address(ignored));
   notify_active();
 }
 
@@ -183,7 +175,7 @@ ChannelFuture LoopSocketChannel::close_abortively() {
 // ---- Reading ------------------------------------------------------------------------------
 
 void LoopSocketChannel::do_read_begin() {
-  if (reading_ || in_read_handler_ || fd_ < 0 || !active_) {
+  if (reading_ || in_read_handler_ || !fd_.valid() || !active_) {
     return;
   }
   if (!batch_open_) {
@@ -197,7 +189,7 @@ void LoopSocketChannel::start_read() {
   ByteBuffer b = recv_.allocate();
   recv_.attempted_bytes_read(b.remaining());
   reading_ = true;
-  loop_->read(fd_, std::move(b), [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
+  loop_->read(fd_.get(), std::move(b), [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
     s->on_read(ec, n, std::move(buf));
   });
 }
@@ -213,7 +205,7 @@ void LoopSocketChannel::end_read_batch() {
 
 void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer buf) {
   reading_ = false;
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return;  // closed: the abort of the read we had in the kernel
   }
   if (ec == operation_aborted()) {
@@ -232,7 +224,7 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
     ByteBuffer b = recv_.allocate();
     recv_.attempted_bytes_read(b.remaining());
     std::error_code e;
-    std::int64_t k = Socket(fd_).read_now(b, e);  // one recv(MSG_DONTWAIT), nothing allocated
+    std::int64_t k = Socket(fd_.get()).read_now(b, e);  // one recv(MSG_DONTWAIT), nothing allocated
     if (k == 0 && !e) {
       recv_.last_bytes_read(0);
       break;
@@ -244,7 +236,7 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
   }
   end_read_batch();
   in_read_handler_ = false;
-  if (fd_ < 0 || is_input_shutdown()) {
+  if (!fd_.valid() || is_input_shutdown()) {
     return;
   }
   if (should_keep_reading()) {
@@ -256,7 +248,7 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
   if (ec) {
     end_read_batch();
     in_read_handler_ = false;
-    if (fd_ >= 0) {
+    if (fd_.valid()) {
       // The connection is gone (ECONNRESET...): the flushed writes fail with that cause, the
       // unflushed ones with channel_closed when the channel closes below.
       mutable_outbound_buffer().fail_flushed(ec);
@@ -276,7 +268,7 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
   recv_.increment_messages_read();
   buf.flip();
   notify_read(std::move(buf));
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     in_read_handler_ = false;
     return false;
   }
@@ -286,7 +278,7 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
 // ---- Writing ------------------------------------------------------------------------------
 
 void LoopSocketChannel::do_write(OutboundBuffer& out) {
-  while (fd_ >= 0 && !writing_) {
+  while (fd_.valid() && !writing_) {
     GatherWrite g = out.gather();
     if (g.empty()) {
       out.gather_done();
@@ -317,7 +309,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
       set_write_pending(true);
       more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushes what was held
       loop_->transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
-                         static_cast<std::size_t>(r.remaining()), fd_,
+                         static_cast<std::size_t>(r.remaining()), fd_.get(),
                          [s = self()](std::error_code ec, std::size_t n) {
                            s->on_file_written(ec, n);
                          });
@@ -333,7 +325,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {
       const iovec& v = g.iovecs[0];
-      loop_->write(fd_,
+      loop_->write(fd_.get(),
                    ByteBuffer::wrap(std::span<const std::byte>(
                        static_cast<const std::byte*>(v.iov_base), v.iov_len)),
                    flags, std::move(done));
@@ -343,7 +335,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
         write_views_.push_back(ByteBuffer::wrap(
             std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len)));
       }
-      loop_->write(fd_, std::span<const ByteBuffer>(write_views_), flags, std::move(done));
+      loop_->write(fd_.get(), std::span<const ByteBuffer>(write_views_), flags, std::move(done));
       write_views_.clear();
     }
     return;
@@ -353,7 +345,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
 void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
   writing_ = false;
   OutboundBuffer& out = mutable_outbound_buffer();
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     out.gather_done();  // close failed the entries; release what the kernel held
     return;
   }
@@ -371,7 +363,7 @@ void LoopSocketChannel::on_written(std::error_code ec, std::size_t n) {
 void LoopSocketChannel::on_file_written(std::error_code ec, std::size_t n) {
   writing_ = false;
   OutboundBuffer& out = mutable_outbound_buffer();
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     out.gather_done();
     return;
   }
@@ -407,17 +399,17 @@ void LoopSocketChannel::push_held() noexcept {
     return;
   }
   more_held_ = false;
-  detail::set_socket_option(fd_, StandardSocketOptions::tcp_cork, 0);
+  detail::set_socket_option(fd_.get(), StandardSocketOptions::tcp_cork, 0);
 }
 
 // ---- Closing ------------------------------------------------------------------------------
 
 void LoopSocketChannel::do_close() noexcept {
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return;
   }
   if (abort_on_close_) {
-    detail::set_socket_option(fd_, StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
+    detail::set_socket_option(fd_.get(), StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
   }
   connect_timer_.cancel();
   if (connecting_) {
@@ -427,10 +419,10 @@ void LoopSocketChannel::do_close() noexcept {
 }
 
 std::error_code LoopSocketChannel::do_shutdown_output() noexcept {
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return transport::Errc::channel_closed;
   }
-  return Socket(fd_).shutdown(SHUT_WR);
+  return Socket(fd_.get()).shutdown(SHUT_WR);
 }
 
 }  // namespace niox

@@ -63,8 +63,8 @@ int child(int err) {
   first.write(sv[0], std::move(msg), [&](std::error_code ec, std::size_t, ByteBuffer) { wrote = !ec; });
   first.read(sv[1], ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) { got = ec ? 0 : n; });
   if (!test::run_until(first, [&] { return wrote && got == 3; }, std::chrono::seconds(10))) return 15;
-  first.close(sv[0]);
-  first.close(sv[1]);
+  first.close(FileDescriptor(sv[0]));
+  first.close(FileDescriptor(sv[1]));
   return 0;
 }
 

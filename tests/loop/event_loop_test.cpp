@@ -26,7 +26,6 @@
 namespace niox {
 namespace {
 
-using test::LoopFd;
 using test::run_until;
 using namespace std::chrono_literals;
 
@@ -174,11 +173,11 @@ TEST_P(LoopTest, EndOfStreamIsZeroBytesWithoutError) {
 // One loopback TCP connection accepted and connected through the loop; server_fd is empty
 // (get() < 0) if that failed.
 struct Connected {
-  LoopFd client;
-  LoopFd server_fd;
+  FileDescriptor client;
+  FileDescriptor server_fd;
 };
-Connected connect_through(EventLoop& loop, const LoopFd& listener) {
-  Connected c{test::loop_tcp_socket(), LoopFd()};
+Connected connect_through(EventLoop& loop, const FileDescriptor& listener) {
+  Connected c{test::loop_tcp_socket(), FileDescriptor()};
   int server = -1;
   bool connected = false;
   loop.accept(listener.get(), [&](std::error_code ec, int fd) {
@@ -191,14 +190,14 @@ Connected connect_through(EventLoop& loop, const LoopFd& listener) {
                  connected = true;
                });
   if (run_until(loop, [&] { return connected && server >= 0; })) {
-    c.server_fd = LoopFd(server);
+    c.server_fd = FileDescriptor(server);
   }
   return c;
 }
 
 TEST_P(LoopTest, AcceptConnectAndTalk) {
   EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
+  FileDescriptor listener = test::loop_tcp_listener();
   auto [client, server_fd] = connect_through(loop, listener);
   const int server = server_fd.get();
   ASSERT_GE(server, 0);
@@ -211,17 +210,17 @@ TEST_P(LoopTest, AcceptConnectAndTalk) {
   });
   ASSERT_TRUE(run_until(loop, [&] { return !got.empty(); }));
   EXPECT_EQ(got, "ping");
-  loop.close(server_fd.release());
-  loop.close(client.release());
-  loop.close(listener.release());
+  loop.close(std::move(server_fd));
+  loop.close(std::move(client));
+  loop.close(std::move(listener));
 }
 
 TEST_P(LoopTest, ConnectRefusedIsAnError) {
   EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
+  FileDescriptor listener = test::loop_tcp_listener();
   std::uint16_t port = test::local_port(listener.get());
   listener.reset();  // nobody listens there now
-  LoopFd client = test::loop_tcp_socket();
+  FileDescriptor client = test::loop_tcp_socket();
   std::error_code result;
   bool done = false;
   loop.connect(client.get(), InetSocketAddress::loopback_v4(port), [&](std::error_code ec) {
@@ -230,13 +229,13 @@ TEST_P(LoopTest, ConnectRefusedIsAnError) {
   });
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
   EXPECT_EQ(result, std::errc::connection_refused);
-  loop.close(client.release());
+  loop.close(std::move(client));
 }
 
 TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
-  std::vector<LoopFd> accepted;
+  FileDescriptor listener = test::loop_tcp_listener();
+  std::vector<FileDescriptor> accepted;
   std::error_code final_ec;
   int calls_after_final = 0;
   bool final_seen = false;
@@ -250,7 +249,7 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
     }
     accepted.emplace_back(fd);
   });
-  std::vector<LoopFd> clients;
+  std::vector<FileDescriptor> clients;
   for (int i = 0; i < 5; ++i) {
     clients.push_back(test::loop_tcp_socket());
     sockaddr_in a{};
@@ -266,15 +265,15 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   loop.run_once();
   EXPECT_EQ(calls_after_final, 0);
   EXPECT_FALSE(loop.cancel(h));
-  loop.release(listener.get());
+  loop.release(listener);
 }
 
 // EMFILE on accept: the multishot accept ends with that error (no busy loop), and accepting
 // works again once descriptors are available.
 TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
-  std::vector<LoopFd> clients;
+  FileDescriptor listener = test::loop_tcp_listener();
+  std::vector<FileDescriptor> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(test::loop_tcp_socket());
     sockaddr_in a{};
@@ -313,14 +312,14 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
     if (!ec) accepted.push_back(fd);
   });
   ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 3; }));
-  for (int fd : accepted) loop.close(fd);
-  loop.close(listener.release());
+  for (int fd : accepted) loop.close(FileDescriptor(fd));
+  loop.close(std::move(listener));
 }
 
 TEST_P(LoopTest, DatagramsWithAddresses) {
   EventLoop loop(options());
-  LoopFd rx = test::loop_udp_socket();
-  LoopFd tx = test::loop_udp_socket();
+  FileDescriptor rx = test::loop_udp_socket();
+  FileDescriptor tx = test::loop_udp_socket();
   InetSocketAddress to = InetSocketAddress::loopback_v4(test::local_port(rx.get()));
   bool sent = false;
   std::array<ByteBuffer, 2> out{text("da"), text("tagram")};
@@ -365,7 +364,7 @@ TEST_P(LoopTest, PollForReadiness) {
 
 TEST_P(LoopTest, FileWriteAtAndReadAtWithManyBuffers) {
   EventLoop loop(options());
-  LoopFd file = test::loop_temp_file();
+  FileDescriptor file = test::loop_temp_file();
   std::array<ByteBuffer, 3> out{text("hello "), text("file "), text("world")};
   bool wrote = false;
   loop.write_at(file.get(), 100, out, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
@@ -413,7 +412,7 @@ TEST_P(LoopTest, SpliceFromPipeToSocket) {
 
 TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   EventLoop loop(options());
-  LoopFd file = test::loop_temp_file();
+  FileDescriptor file = test::loop_temp_file();
   std::string content;
   for (int i = 0; i < 300000; ++i) content.push_back(static_cast<char>(i * 7 + i / 251));
   ASSERT_EQ(::pwrite(file.get(), content.data(), content.size(), 0), static_cast<ssize_t>(content.size()));
@@ -455,7 +454,7 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
 // write or a transfer_to pushes them with its own bytes, in order. On a pipe the flag is ignored.
 TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   EventLoop loop(options());
-  LoopFd listener = test::loop_tcp_listener();
+  FileDescriptor listener = test::loop_tcp_listener();
   auto [client, server_fd] = connect_through(loop, listener);
   const int server = server_fd.get();
   ASSERT_GE(server, 0);
@@ -475,7 +474,7 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   ASSERT_TRUE(run_until(loop, [&] { return writes == 2; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 8);
 
-  LoopFd file = test::loop_temp_file();
+  FileDescriptor file = test::loop_temp_file();
   std::string body;
   for (int i = 0; i < 200000; ++i) body.push_back(static_cast<char>(i * 13 + i / 257));
   ASSERT_EQ(::pwrite(file.get(), body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
@@ -517,11 +516,11 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   ASSERT_TRUE(run_until(loop, [&] { return writes == 5; }));
   char buf[8];
   EXPECT_EQ(::read(pr.get(), buf, sizeof buf), 4);
-  loop.close(server_fd.release());
-  loop.close(client.release());
-  loop.close(listener.release());
-  loop.close(pr.release());
-  loop.close(pw.release());
+  loop.close(std::move(server_fd));
+  loop.close(std::move(client));
+  loop.close(std::move(listener));
+  loop.close(std::move(pr));
+  loop.close(std::move(pw));
 }
 
 TEST_P(LoopTest, TimersFireInDeadlineOrderAndCancelOnce) {
@@ -614,7 +613,7 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
   loop.run_once();
   loop.run_once();
   int number = a.get();
-  EXPECT_FALSE(loop.close(a.release()));
+  EXPECT_FALSE(loop.close(std::move(a)));
   // Reuse the number at once, before the aborted completions were reaped.
   auto [c, d] = test::loop_socket_pair();
   int reused = c.get() == number ? c.get() : d.get() == number ? d.get() : -1;
@@ -635,7 +634,7 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
   }
   loop.run_once();
   EXPECT_EQ(aborted, 6);
-  if (reused >= 0) loop.release(reused);
+  if (reused >= 0) loop.release(reused == c.get() ? c : d);
 }
 
 // Destroying the loop with operations in the kernel: every handler runs once with
@@ -643,7 +642,7 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
 // operations) stay valid until then (ASan would see a write into freed memory).
 TEST_P(LoopTest, DestroyWithOperationsInFlight) {
   auto [a, b] = test::loop_socket_pair();
-  LoopFd file = test::loop_temp_file();
+  FileDescriptor file = test::loop_temp_file();
   int aborted = 0, total = 0, timer_ran = 0;
   {
     EventLoop loop(options());
@@ -810,7 +809,7 @@ TEST_P(LoopTest, TinyRingFullSubmissionAndOverflowingCompletionQueues) {
   o.epoll_batch = 2;
   EventLoop loop(o);
   constexpr int kPairs = 64;
-  std::vector<std::pair<LoopFd, LoopFd>> pairs;
+  std::vector<std::pair<FileDescriptor, FileDescriptor>> pairs;
   int done = 0;
   for (int i = 0; i < kPairs; ++i) {
     pairs.push_back(test::loop_socket_pair());
@@ -827,7 +826,7 @@ TEST_P(LoopTest, TinyRingFullSubmissionAndOverflowingCompletionQueues) {
     ASSERT_EQ(::write(pairs[i].first.get(), s.data(), s.size()), static_cast<ssize_t>(s.size()));
   }
   ASSERT_TRUE(run_until(loop, [&] { return done == kPairs; }));
-  for (auto& p : pairs) loop.release(p.second.get());
+  for (auto& p : pairs) loop.release(p.second);
   if (GetParam().kind == BackendKind::io_uring) {
     EXPECT_GT(loop.counters().sq_full_submits, 0u);
     EXPECT_GT(loop.counters().cq_overflow_flushes, 0u) << fmt::format("{}", loop.counters());
@@ -946,15 +945,15 @@ TEST_P(LoopTest, GatheringWriteOfMoreThanIovMaxBuffers) {
 TEST_P(LoopTest, CloseFromInsideAHandlerAndTwice) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
-  int fd = b.release();
+  FileDescriptor fd = std::move(b);
   int aborted = 0;
   std::error_code second;
-  loop.poll(fd, POLLPRI, [&](std::error_code ec, int) { aborted += ec == std::errc::operation_canceled; });
-  loop.read(fd, ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) {
+  loop.poll(fd.get(), POLLPRI, [&](std::error_code ec, int) { aborted += ec == std::errc::operation_canceled; });
+  loop.read(fd.get(), ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) {
     EXPECT_FALSE(ec);
     EXPECT_EQ(n, 1u);
-    EXPECT_FALSE(loop.close(fd));
-    second = loop.close(fd);
+    EXPECT_FALSE(loop.close(std::move(fd)));
+    second = loop.close(std::move(fd));  // moved from: nothing left to close
   });
   ASSERT_EQ(::write(a.get(), "x", 1), 1);
   ASSERT_TRUE(run_until(loop, [&] { return aborted == 1; }));

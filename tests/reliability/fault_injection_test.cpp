@@ -370,8 +370,8 @@ TEST_P(LoopFaults, EagainThenThePeerResumesAndEveryByteArrives) {
 TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {
   if (!shim_sees_loop(GetParam())) GTEST_SKIP() << "io_uring sends without libc; niox uses no provided-buffer rings";
   EventLoop loop(options());
-  LoopFd rx = loop_udp_socket();
-  LoopFd tx = loop_udp_socket();
+  FileDescriptor rx = loop_udp_socket();
+  FileDescriptor tx = loop_udp_socket();
   SocketAddress to(InetSocketAddress::loopback_v4(local_port(rx.get())));
   fi::Armed enobufs({.calls = fi::writes, .fd = tx.get(), .error = ENOBUFS});
   std::array<ByteBuffer, 1> first{ByteBuffer::wrap(std::string_view("first"))};
@@ -394,8 +394,8 @@ TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {
   EXPECT_EQ(e1, std::errc::no_buffer_space);
   EXPECT_EQ(pos1, 0u);
   EXPECT_EQ(got, "second");
-  loop.release(rx.get());
-  loop.release(tx.get());
+  loop.release(rx);
+  loop.release(tx);
 }
 
 // ---- the transport, every backend --------------------------------------------------------

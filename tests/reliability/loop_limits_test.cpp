@@ -102,7 +102,7 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
     accepts.emplace(fi::Rule{.calls = fi::accepts, .local_port = addr.inet().port(), .times = 0, .error = EMFILE});
   }
   // A client socket made before the table fills; its connection completes in the backlog.
-  LoopFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  FileDescriptor client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   while (!via_shim) {
     int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) break;
@@ -141,11 +141,11 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
 
 TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
   EventLoop loop(options());
-  LoopFd rx = loop_udp_socket();
-  LoopFd tx = loop_udp_socket();
+  FileDescriptor rx = loop_udp_socket();
+  FileDescriptor tx = loop_udp_socket();
   std::uint16_t closed_port;
   {
-    LoopFd gone = loop_udp_socket();
+    FileDescriptor gone = loop_udp_socket();
     closed_port = local_port(gone.get());
   }
   sockaddr_in to{};
@@ -179,14 +179,14 @@ TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
   ASSERT_TRUE(run_until(loop, [&] { return sent && !got.empty(); }));
   EXPECT_FALSE(*sent);
   EXPECT_EQ(got, "somebody");
-  loop.close(rx.release());
-  loop.close(tx.release());
+  loop.close(std::move(rx));
+  loop.close(std::move(tx));
 }
 
 TEST_P(LimitsTest, UdpOversizeSendIsEmsgsizeAndNothingIsTaken) {
   EventLoop loop(options());
-  LoopFd rx = loop_udp_socket();
-  LoopFd tx = loop_udp_socket();
+  FileDescriptor rx = loop_udp_socket();
+  FileDescriptor tx = loop_udp_socket();
   SocketAddress to(InetSocketAddress::loopback_v4(local_port(rx.get())));
   std::vector<std::byte> big(70000, std::byte{'b'});
   std::array<ByteBuffer, 2> huge{ByteBuffer::wrap(std::span<const std::byte>(big).first(30000)),
@@ -212,15 +212,15 @@ TEST_P(LimitsTest, UdpOversizeSendIsEmsgsizeAndNothingIsTaken) {
   EXPECT_EQ(pos, 0u);
   EXPECT_FALSE(*e2);
   EXPECT_EQ(got, "small");
-  loop.close(rx.release());
-  loop.close(tx.release());
+  loop.close(std::move(rx));
+  loop.close(std::move(tx));
 }
 
 // 3 GiB in one gathering write, made of 48 views of the same 64 MiB: the loop splits it into
 // calls the kernel accepts (never EINVAL) and counts every byte. /dev/null takes it all.
 TEST_P(LimitsTest, GatherOfMoreThanTwoGibibytesIsSplitAndCountedExactly) {
   EventLoop loop(options());
-  LoopFd sink(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  FileDescriptor sink(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   ASSERT_GE(sink.get(), 0);
   constexpr std::size_t kPiece = 64u << 20;
   constexpr std::size_t kPieces = 48;
@@ -244,7 +244,7 @@ TEST_P(LimitsTest, GatherOfMoreThanTwoGibibytesIsSplitAndCountedExactly) {
     EXPECT_GE(observe.seen(), 2u);  // more than one call
     EXPECT_LE(observe.largest_request(), std::size_t{0x7ffff000});
   }
-  loop.close(sink.release());
+  loop.close(std::move(sink));
 }
 
 // Short sends and receives on a ring of two entries with slow readers: every stream arrives
@@ -256,7 +256,7 @@ TEST_P(LimitsTest, TinyRingAndSlowReadersLoseNothing) {
   EventLoop loop(o);
   constexpr int kPairs = 6;
   constexpr std::size_t kBytes = 600000;
-  std::vector<std::pair<LoopFd, LoopFd>> pairs;
+  std::vector<std::pair<FileDescriptor, FileDescriptor>> pairs;
   std::vector<std::vector<std::byte>> sent(kPairs), got(kPairs);
   std::vector<int> writes_done(kPairs, 0);
   std::mt19937_64 g(21);
@@ -297,8 +297,8 @@ TEST_P(LimitsTest, TinyRingAndSlowReadersLoseNothing) {
   }, std::chrono::seconds(60)));
   for (int i = 0; i < kPairs; ++i) EXPECT_TRUE(got[i] == sent[i]) << "pair " << i;
   for (auto& p : pairs) {
-    loop.close(p.first.release());
-    loop.close(p.second.release());
+    loop.close(std::move(p.first));
+    loop.close(std::move(p.second));
   }
 }
 

@@ -1,7 +1,9 @@
 // Raw-syscall descriptors for loop tests: socket pairs, loopback listeners, pipes, temp files,
-// all O_CLOEXEC and non-blocking, and a bounded way to run a loop until something holds.
+// all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; and a bounded way
+// to run a loop until something holds.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/loop/event_loop.hpp>
 
 #include <gtest/gtest.h>
@@ -23,40 +25,18 @@
 
 namespace niox::test {
 
-// Owns a descriptor; closes it unless released.
-class LoopFd {
- public:
-  LoopFd() = default;
-  explicit LoopFd(int fd) : fd_(fd) {}
-  LoopFd(LoopFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  LoopFd& operator=(LoopFd&& o) noexcept {
-    reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  ~LoopFd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-inline std::pair<LoopFd, LoopFd> loop_socket_pair(int type = SOCK_STREAM) {
+inline std::pair<FileDescriptor, FileDescriptor> loop_socket_pair(int type = SOCK_STREAM) {
   int sv[2];
   if (::socketpair(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
     ADD_FAILURE() << "socketpair: " << errno;
   }
-  return {LoopFd(sv[0]), LoopFd(sv[1])};
+  return {FileDescriptor(sv[0]), FileDescriptor(sv[1])};
 }
 
-inline std::pair<LoopFd, LoopFd> loop_pipe() {
+inline std::pair<FileDescriptor, FileDescriptor> loop_pipe() {
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << errno;
-  return {LoopFd(p[0]), LoopFd(p[1])};
+  return {FileDescriptor(p[0]), FileDescriptor(p[1])};
 }
 
 // Bytes written to a TCP socket that the kernel has not sent yet (MSG_MORE holds them back); -1
@@ -74,8 +54,8 @@ inline std::uint16_t local_port(int fd) {
 }
 
 // A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
-inline LoopFd loop_tcp_listener() {
-  LoopFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+inline FileDescriptor loop_tcp_listener() {
+  FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
@@ -87,11 +67,11 @@ inline LoopFd loop_tcp_listener() {
   return fd;
 }
 
-inline LoopFd loop_tcp_socket() { return LoopFd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)); }
+inline FileDescriptor loop_tcp_socket() { return FileDescriptor(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)); }
 
 // A bound UDP socket on 127.0.0.1.
-inline LoopFd loop_udp_socket() {
-  LoopFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+inline FileDescriptor loop_udp_socket() {
+  FileDescriptor fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -100,12 +80,12 @@ inline LoopFd loop_udp_socket() {
 }
 
 // A temporary file, already unlinked.
-inline LoopFd loop_temp_file() {
+inline FileDescriptor loop_temp_file() {
   std::string path = (std::filesystem::temp_directory_path() / "niox-loop-XXXXXX").string();
   int fd = ::mkostemp(path.data(), O_CLOEXEC);
   if (fd < 0) ADD_FAILURE() << "mkostemp: " << errno;
   ::unlink(path.c_str());
-  return LoopFd(fd);
+  return FileDescriptor(fd);
 }
 
 // Runs turns until pred() holds or `limit` passes; returns pred().

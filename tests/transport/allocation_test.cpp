@@ -154,7 +154,7 @@ TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
   int peer = fds[1];
   {
-    auto ch = LoopSocketChannel::adopt(loop, fds[0], AF_UNIX);
+    auto ch = LoopSocketChannel::adopt(loop, FileDescriptor(fds[0]), AF_UNIX);
     // The counters see what the code under test allocates.
     allocations = 0;
     counting = true;

@@ -40,14 +40,18 @@
 // operation for many: move out what you want to keep, the span dies when the handler returns).
 // Memory from ByteBuffer::wrap() is the caller's to keep alive until then.
 //
-// Descriptors.  The caller opens descriptors (non-blocking, O_CLOEXEC) and gives them to the
-// loop by using them; the epoll backend switches a blocking one to non-blocking, and the loop
-// never closes a descriptor unless asked with close(fd). A splice or transfer_to belongs to its
-// output descriptor: close(fd_out) aborts it, close(fd_in) does not. Close descriptors that have been used with a loop through close(fd)
-// (or call release(fd) before closing them yourself): it aborts what is pending on the
-// descriptor (each handler gets operation_aborted once, later, when the kernel has let go of
-// the buffers) and guarantees that no stale completion ever touches a new descriptor that gets
-// the same number. Closing the loop (destructor or shutdown) aborts everything the same way.
+// Descriptors.  The caller opens descriptors (non-blocking, O_CLOEXEC) and owns them, as a
+// FileDescriptor (niox/base/file_descriptor.hpp): an operation only borrows the number, which
+// must stay open until the operation's handler has run or the descriptor was closed through the
+// loop. The epoll backend switches a blocking one to non-blocking. The loop closes a descriptor
+// only when it is given one, with close(FileDescriptor), and that is how every descriptor that
+// has been used with a loop is closed: it aborts what is pending on the descriptor (each
+// handler gets operation_aborted once, later, when the kernel has let go of the buffers), then
+// closes it, so that no stale completion ever touches a new descriptor that gets the same
+// number. release(const FileDescriptor&) does the same aborts and forgets the descriptor, which
+// stays open and the caller's (to hand it to another library). A splice or transfer_to belongs
+// to its output descriptor: closing fd_out aborts it, closing fd_in does not. Closing the loop
+// (destructor or shutdown) aborts everything the same way and closes no caller's descriptor.
 //
 // Threads.  run()/run_once() and every operation-starting call happen on the loop thread (or
 // before the loop first runs). Started from any other thread once the loop has run, an
@@ -67,6 +71,7 @@
 // timer, a task); a host loop polls it and calls run_once(0ms). See examples/asio_embed.cpp.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/detail/unique_function.hpp>
@@ -232,14 +237,14 @@ class EventLoop final : public Executor {
 
   // ---- Sockets ---------------------------------------------------------------------------
   // One connection; handler(ec, int fd). The new descriptor is non-blocking and O_CLOEXEC and
-  // belongs to the handler.
+  // owned by the handler from its call on (hold it in a FileDescriptor; -1 on an error).
   template <class H>
   OperationHandle accept(int listen_fd, H&& handler) {
     return start({detail::OpKind::accept, listen_fd}, wrap_fd(std::forward<H>(handler)));
   }
-  // handler(ec, int fd) once per connection until cancelled, closed or failed; the last call
-  // carries the error (operation_aborted after cancel) and fd -1. Multishot accept on
-  // io_uring; accept4 until EAGAIN on each readiness edge with epoll.
+  // handler(ec, int fd) once per connection until cancelled, closed or failed, owning each fd
+  // like accept(); the last call carries the error (operation_aborted after cancel) and fd -1.
+  // Multishot accept on io_uring; accept4 until EAGAIN on each readiness edge with epoll.
   template <class H>
   OperationHandle accept_multishot(int listen_fd, H&& handler) {
     return start({detail::OpKind::accept_multishot, listen_fd}, wrap_fd(std::forward<H>(handler)));
@@ -347,11 +352,13 @@ class EventLoop final : public Executor {
   // ran or is about to with its real result). Otherwise its handler runs later, once, with
   // operation_aborted (and the bytes already moved).
   bool cancel(OperationHandle handle);
-  // Aborts every pending operation on fd (like cancel) and closes it. Idempotent for the loop;
-  // returns the close() error if any.
-  std::error_code close(int fd);
-  // Like close(fd) but leaves the descriptor open: the loop forgets it.
-  void release(int fd);
+  // Takes ownership of `fd`, aborts every pending operation on it (like cancel) and closes it
+  // at once; the aborted handlers run later. Returns close(2)'s error, EBADF for an invalid
+  // descriptor (so closing a moved-from one again says so).
+  std::error_code close(FileDescriptor fd);
+  // Like close() but the descriptor stays open and owned by the caller: the loop aborts what is
+  // pending on it and forgets it.
+  void release(const FileDescriptor& fd);
 
   // ---- Introspection and embedding -------------------------------------------------------
   // Snapshot; safe from any thread.

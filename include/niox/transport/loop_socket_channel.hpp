@@ -41,6 +41,7 @@
 // off and no writes, is closed only when its owner closes it).
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop.hpp>
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
@@ -63,8 +64,8 @@ class AbstractLoopSocketChannel : public Channel {
   EventLoop& event_loop() const noexcept { return *loop_; }
 
  protected:
-  AbstractLoopSocketChannel(EventLoop& loop, int fd, int family)
-      : Channel(loop), loop_(&loop), fd_(fd), family_(family) {}
+  AbstractLoopSocketChannel(EventLoop& loop, FileDescriptor fd, int family)
+      : Channel(loop), loop_(&loop), fd_(std::move(fd)), family_(family) {}
   // For the destructors, after destroy_pipeline(): a descriptor still held (never activated, or
   // the loop gone) has nothing in the kernel, since every operation holds the channel.
   void close_descriptor_at_destruction() noexcept;
@@ -74,7 +75,7 @@ class AbstractLoopSocketChannel : public Channel {
   bool closed_without_loop() const noexcept { return closed_without_loop_.load(); }
 
   EventLoop* loop_;
-  int fd_;  // -1 once closed
+  FileDescriptor fd_;  // closed through loop_ (on its thread) or, without the loop, directly
   int family_;
   std::shared_ptr<Channel> keep_alive_;  // set while active and open
 
@@ -88,16 +89,17 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   // O_CLOEXEC, on `loop`. Throws std::system_error.
   static std::shared_ptr<LoopSocketChannel> open(EventLoop& loop, int family);
   // Adopts a connected (accepted) descriptor; start with start_accepted() on the loop thread.
-  // The channel owns fd from this call on (also when it throws: fd is closed) until closed.
-  static std::shared_ptr<LoopSocketChannel> adopt(EventLoop& loop, int fd, int family);
+  // The channel owns `fd` from the call on (also when it throws: the descriptor is closed) and
+  // closes it through its loop when it closes.
+  static std::shared_ptr<LoopSocketChannel> adopt(EventLoop& loop, FileDescriptor fd, int family);
 
   ~LoopSocketChannel() override;
 
   // The descriptor, or -1 once closed. Do not close it yourself.
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return fd_.get(); }
   int family() const noexcept { return family_; }
-  bool is_open() const noexcept override { return fd_ >= 0; }
-  bool is_active() const noexcept override { return fd_ >= 0 && active_; }
+  bool is_open() const noexcept override { return fd_.valid(); }
+  bool is_active() const noexcept override { return fd_.valid() && active_; }
 
   // Socket options now, config options too (loop thread, or before the channel is used).
   void apply_options(const ChannelOptions& options);
@@ -126,7 +128,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   struct Token {};
 
  public:
-  LoopSocketChannel(Token, EventLoop& loop, int fd, int family);
+  LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family);
 
  private:
   std::shared_ptr<LoopSocketChannel> self() {
@@ -173,7 +175,7 @@ class LoopServerSocketChannel final : public AbstractLoopSocketChannel {
   ~LoopServerSocketChannel() override;
 
   bool is_open() const noexcept override { return !closed_ && !closed_without_loop(); }
-  bool is_active() const noexcept override { return fd_ >= 0; }  // bound and listening
+  bool is_active() const noexcept override { return fd_.valid(); }  // bound and listening
   // local_address() is known once the bind completed (a port 0 is resolved there).
 
   // Opens the socket, applies `options` (SO_REUSEADDR defaults on), binds, listens with
