@@ -63,7 +63,7 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
 
 FileLock::~FileLock() { release(); }
 
-bool FileLock::is_valid() const noexcept { return fd_ && *fd_ >= 0; }
+bool FileLock::is_valid() const noexcept { return fd_ && fd_->valid(); }
 
 namespace {
 flock make_flock(short type, std::uint64_t position, std::uint64_t size) {
@@ -83,7 +83,7 @@ flock make_flock(short type, std::uint64_t position, std::uint64_t size) {
 void FileLock::release() noexcept {
   if (is_valid()) {
     flock fl = make_flock(F_UNLCK, position_, size_);
-    ::fcntl(*fd_, F_OFD_SETLK, &fl);
+    ::fcntl(fd_->get(), F_OFD_SETLK, &fl);
   }
   fd_.reset();
 }
@@ -91,24 +91,20 @@ void FileLock::release() noexcept {
 // ---- FileChannel: life ---------------------------------------------------------------------
 
 FileChannel::FileChannel(int fd, bool readable, bool writable, bool append) noexcept
-    : fd_(fd), readable_(readable), writable_(writable), append_(append),
-      lock_fd_(std::make_shared<int>(fd)) {}
+    : fd_(std::make_shared<FileDescriptor>(fd)), readable_(readable), writable_(writable),
+      append_(append) {}
 
 FileChannel::FileChannel(FileChannel&& other) noexcept
-    : NioChannel(other), fd_(other.fd_), readable_(other.readable_), writable_(other.writable_),
-      append_(other.append_), lock_fd_(std::move(other.lock_fd_)) {
-  other.fd_ = -1;
-}
+    : NioChannel(other), fd_(std::move(other.fd_)), readable_(other.readable_),
+      writable_(other.writable_), append_(other.append_) {}
 
 FileChannel& FileChannel::operator=(FileChannel&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = other.fd_;
+    fd_ = std::move(other.fd_);
     readable_ = other.readable_;
     writable_ = other.writable_;
     append_ = other.append_;
-    lock_fd_ = std::move(other.lock_fd_);
-    other.fd_ = -1;
   }
   return *this;
 }
@@ -116,21 +112,15 @@ FileChannel& FileChannel::operator=(FileChannel&& other) noexcept {
 FileChannel::~FileChannel() { close(); }
 
 void FileChannel::close() noexcept {
-  if (lock_fd_) {
-    *lock_fd_ = -1;
-    lock_fd_.reset();
+  if (fd_) {
+    fd_->reset();  // the FileLocks sharing it see it closed
+    fd_.reset();
   }
-  detail::close_fd(fd_);
-  fd_ = -1;
 }
 
 int FileChannel::release() noexcept {
-  if (lock_fd_) {
-    *lock_fd_ = -1;
-    lock_fd_.reset();
-  }
-  int fd = fd_;
-  fd_ = -1;
+  int fd = fd_ ? fd_->release() : -1;
+  fd_.reset();
   return fd;
 }
 
@@ -195,7 +185,7 @@ std::int64_t FileChannel::read(ByteBuffer& dst, std::error_code& ec) {
 
 std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::error_code& ec) {
   if (is_open() && !readable_) throw NonReadableChannelException();
-  return detail::scatter_read(fd_, dsts, -1, ec);
+  return detail::scatter_read(fd(), dsts, -1, ec);
 }
 
 std::int64_t FileChannel::write(ByteBuffer& src, std::error_code& ec) {
@@ -204,7 +194,7 @@ std::int64_t FileChannel::write(ByteBuffer& src, std::error_code& ec) {
 
 std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::error_code& ec) {
   if (is_open() && !writable_) throw NonWritableChannelException();
-  return detail::gather_write(fd_, detail::FdKind::file, srcs, -1, true, ec);
+  return detail::gather_write(fd(), detail::FdKind::file, srcs, -1, true, ec);
 }
 
 std::int64_t FileChannel::read(ByteBuffer& dst, std::uint64_t position) {
@@ -219,7 +209,7 @@ std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::uint64_t positio
 std::int64_t FileChannel::read(std::span<ByteBuffer> dsts, std::uint64_t position,
                                std::error_code& ec) {
   if (is_open() && !readable_) throw NonReadableChannelException();
-  return detail::scatter_read(fd_, dsts, to_off(position), ec);
+  return detail::scatter_read(fd(), dsts, to_off(position), ec);
 }
 
 std::int64_t FileChannel::write(ByteBuffer& src, std::uint64_t position) {
@@ -234,23 +224,23 @@ std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::uint64_t positi
 std::int64_t FileChannel::write(std::span<ByteBuffer> srcs, std::uint64_t position,
                                 std::error_code& ec) {
   if (is_open() && !writable_) throw NonWritableChannelException();
-  return detail::gather_write(fd_, detail::FdKind::file, srcs, to_off(position), true, ec);
+  return detail::gather_write(fd(), detail::FdKind::file, srcs, to_off(position), true, ec);
 }
 
 std::uint64_t FileChannel::position() const {
-  off_t p = ::lseek(fd_, 0, append_ ? SEEK_END : SEEK_CUR);
+  off_t p = ::lseek(fd(), 0, append_ ? SEEK_END : SEEK_CUR);
   if (p < 0) throw_errno("lseek");
   return static_cast<std::uint64_t>(p);
 }
 
 FileChannel& FileChannel::position(std::uint64_t new_position) {
-  if (::lseek(fd_, to_off(new_position), SEEK_SET) < 0) throw_errno("lseek");
+  if (::lseek(fd(), to_off(new_position), SEEK_SET) < 0) throw_errno("lseek");
   return *this;
 }
 
 std::uint64_t FileChannel::size() const {
   struct stat st;
-  if (::fstat(fd_, &st) < 0) throw_errno("fstat");
+  if (::fstat(fd(), &st) < 0) throw_errno("fstat");
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -259,7 +249,7 @@ FileChannel& FileChannel::truncate(std::uint64_t new_size) {
   if (new_size < size()) {
     int rc;
     do {
-      rc = ::ftruncate(fd_, to_off(new_size));
+      rc = ::ftruncate(fd(), to_off(new_size));
     } while (rc < 0 && errno == EINTR);
     if (rc < 0) throw_errno("ftruncate");
   }
@@ -272,7 +262,7 @@ FileChannel& FileChannel::truncate(std::uint64_t new_size) {
 void FileChannel::force(bool metadata) {
   int rc;
   do {
-    rc = metadata ? ::fsync(fd_) : ::fdatasync(fd_);
+    rc = metadata ? ::fsync(fd()) : ::fdatasync(fd());
   } while (rc < 0 && errno == EINTR);
   if (rc < 0) throw_errno(metadata ? "fsync" : "fdatasync");
 }
@@ -292,7 +282,7 @@ ByteBuffer FileChannel::map(MapMode mode, std::uint64_t position, std::uint64_t 
     return ByteBuffer::allocate(0);
   }
   if (mode == MapMode::read_write && position + size > this->size()) {
-    if (::ftruncate(fd_, to_off(position + size)) < 0) throw_errno("ftruncate");
+    if (::ftruncate(fd(), to_off(position + size)) < 0) throw_errno("ftruncate");
   }
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const std::uint64_t start = position & ~(page - 1);
@@ -300,7 +290,7 @@ ByteBuffer FileChannel::map(MapMode mode, std::uint64_t position, std::uint64_t 
   const std::size_t length = static_cast<std::size_t>(size) + delta;
   int prot = mode == MapMode::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
   int flags = mode == MapMode::private_copy ? MAP_PRIVATE : MAP_SHARED;
-  void* addr = ::mmap(nullptr, length, prot, flags, fd_, to_off(start));
+  void* addr = ::mmap(nullptr, length, prot, flags, fd(), to_off(start));
   if (addr == MAP_FAILED) throw_errno("mmap");
   std::shared_ptr<void> owner(addr, [length](void* p) { ::munmap(p, length); });
   auto* base = static_cast<std::byte*>(addr) + delta;
@@ -317,10 +307,10 @@ FileLock FileChannel::lock(std::uint64_t position, std::uint64_t size, bool shar
   flock fl = make_flock(shared ? F_RDLCK : F_WRLCK, position, size);
   int rc;
   do {
-    rc = ::fcntl(fd_, F_OFD_SETLKW, &fl);
+    rc = ::fcntl(fd(), F_OFD_SETLKW, &fl);
   } while (rc < 0 && errno == EINTR);
   if (rc < 0) throw_errno("lock");
-  return FileLock(lock_fd_, position, size, shared);
+  return FileLock(fd_, position, size, shared);
 }
 
 std::optional<FileLock> FileChannel::try_lock(std::uint64_t position, std::uint64_t size,
@@ -328,13 +318,13 @@ std::optional<FileLock> FileChannel::try_lock(std::uint64_t position, std::uint6
   if (is_open() && shared && !readable_) throw NonReadableChannelException();
   if (is_open() && !shared && !writable_) throw NonWritableChannelException();
   flock fl = make_flock(shared ? F_RDLCK : F_WRLCK, position, size);
-  if (::fcntl(fd_, F_OFD_SETLK, &fl) < 0) {
+  if (::fcntl(fd(), F_OFD_SETLK, &fl) < 0) {
     if (errno == EAGAIN || errno == EACCES) {
       return std::nullopt;
     }
     throw_errno("try_lock");
   }
-  return FileLock(lock_fd_, position, size, shared);
+  return FileLock(fd_, position, size, shared);
 }
 
 }  // namespace niox

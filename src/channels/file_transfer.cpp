@@ -239,16 +239,16 @@ TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t co
   if (out >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(out) &&
       !is_append(out)) {  // copy_file_range refuses O_APPEND targets with EBADF
     off_t off = to_off_checked(position);
-    r = finish(r, via_copy_file_range(fd_, &off, out, nullptr, want), TransferPath::copy_file_range,
+    r = finish(r, via_copy_file_range(fd(), &off, out, nullptr, want), TransferPath::copy_file_range,
                stop, ec);
   }
   if (!stop && out >= 0 && allowed_path(allowed, TransferPath::sendfile)) {
-    r = finish(r, via_sendfile(fd_, to_off_checked(position + r.bytes), out, want - r.bytes), TransferPath::sendfile,
+    r = finish(r, via_sendfile(fd(), to_off_checked(position + r.bytes), out, want - r.bytes), TransferPath::sendfile,
                stop, ec);
   }
   if (!stop && out >= 0 && allowed_path(allowed, TransferPath::splice)) {
     off_t off = to_off_checked(position + r.bytes);
-    r = finish(r, via_splice(fd_, &off, out, nullptr, want - r.bytes, false), TransferPath::splice, stop, ec);
+    r = finish(r, via_splice(fd(), &off, out, nullptr, want - r.bytes, false), TransferPath::splice, stop, ec);
   }
   if (!stop && allowed_path(allowed, TransferPath::copy)) {
     r.path = TransferPath::copy;
@@ -257,7 +257,7 @@ TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t co
       buf.clear();
       buf.limit(static_cast<std::size_t>(std::min<std::uint64_t>(want - r.bytes, buf.capacity())));
       std::error_code rec;
-      std::int64_t n = detail::read_into(fd_, buf, to_off_checked(position + r.bytes), rec);
+      std::int64_t n = detail::read_into(fd(), buf, to_off_checked(position + r.bytes), rec);
       if (rec) {
         if (r.bytes == 0) ec = rec;
         return r;
@@ -314,13 +314,13 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
   bool stop = false;
   if (in >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(in)) {
     off_t off = to_off_checked(position);
-    r = finish(r, via_copy_file_range(in, nullptr, fd_, &off, count), TransferPath::copy_file_range,
+    r = finish(r, via_copy_file_range(in, nullptr, fd(), &off, count), TransferPath::copy_file_range,
                stop, ec);
   }
   // sendfile writes at the target's own offset, which transfer_from must not move: skipped.
   if (!stop && in >= 0 && allowed_path(allowed, TransferPath::splice)) {
     off_t off = to_off_checked(position + r.bytes);
-    r = finish(r, via_splice(in, nullptr, fd_, &off, count - r.bytes, is_fifo(in)),
+    r = finish(r, via_splice(in, nullptr, fd(), &off, count - r.bytes, is_fifo(in)),
                TransferPath::splice, stop, ec);
   }
   if (!stop && allowed_path(allowed, TransferPath::copy)) {
@@ -344,7 +344,7 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
       }
       buf.flip();
       std::error_code wec;
-      std::int64_t w = detail::write_from(fd_, detail::FdKind::file, buf, to_off_checked(position + r.bytes),
+      std::int64_t w = detail::write_from(fd(), detail::FdKind::file, buf, to_off_checked(position + r.bytes),
                                           true, wec);
       if (wec) {
         // Read from the source but not stored: report it even after partial progress.

@@ -10,6 +10,7 @@
 // change it. A FileChannel is always blocking: a write writes every byte.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/channels/channel.hpp>
 
 #include <cstdint>
@@ -90,10 +91,13 @@ class FileLock {
 
  private:
   friend class FileChannel;
-  FileLock(std::shared_ptr<int> fd, std::uint64_t position, std::uint64_t size, bool shared)
+  FileLock(std::shared_ptr<const FileDescriptor> fd, std::uint64_t position, std::uint64_t size,
+           bool shared)
       : fd_(std::move(fd)), position_(position), size_(size), shared_(shared) {}
 
-  std::shared_ptr<int> fd_;  // the channel's descriptor, -1 once the channel closed
+  // The channel's descriptor, owned by the channel (which closes or releases it); seen here
+  // invalid once the channel closed.
+  std::shared_ptr<const FileDescriptor> fd_;
   std::uint64_t position_ = 0;
   std::uint64_t size_ = 0;
   bool shared_ = false;
@@ -121,11 +125,13 @@ class FileChannel final : public virtual SeekableByteChannel,
   FileChannel& operator=(const FileChannel&) = delete;
   ~FileChannel() override;
 
-  bool is_open() const noexcept override { return fd_ >= 0; }
+  bool is_open() const noexcept override { return fd() >= 0; }
   // Also releases every lock taken through this channel.
   void close() noexcept override;
-  int native_handle() const noexcept override { return fd_; }
-  // Gives the descriptor to the caller and leaves this channel closed (locks stay with it).
+  // The number, owned by this channel until it closes or releases it.
+  int native_handle() const noexcept override { return fd(); }
+  // Gives the descriptor to the caller, who owns it from then on, and leaves this channel
+  // closed (locks stay with the descriptor; the FileLocks report themselves invalid).
   int release() noexcept;
 
   // ---- Relative I/O at the channel's position -------------------------------------------
@@ -197,12 +203,13 @@ class FileChannel final : public virtual SeekableByteChannel,
 
  private:
   FileChannel(int fd, bool readable, bool writable, bool append) noexcept;
+  int fd() const noexcept { return fd_ ? fd_->get() : -1; }
 
-  int fd_ = -1;
+  // Owned by this channel; shared with its FileLocks only so that they see it closed.
+  std::shared_ptr<FileDescriptor> fd_;
   bool readable_ = false;
   bool writable_ = false;
   bool append_ = false;
-  std::shared_ptr<int> lock_fd_;  // shared with FileLocks; -1 once closed
 };
 
 }  // namespace niox
