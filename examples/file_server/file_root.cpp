@@ -132,7 +132,7 @@ int FileRoot::open_walk(const std::string& relative) const {
   if (relative.empty()) {
     return retry_openat(root_.get(), ".", file_flags);
   }
-  UniqueFd dir;  // the directory reached so far; the root itself while empty
+  FileDescriptor dir;  // the directory reached so far; the root itself while empty
   std::string_view rest = relative;
   while (true) {
     auto slash = rest.find('/');
@@ -172,7 +172,7 @@ OpenResult FileRoot::open(std::string_view relative) const {
       result.status = status_for_errno(-fd);
       return result;
     }
-    UniqueFd file(fd);
+    FileDescriptor file(fd);
     struct stat st {};
     if (::fstat(file.get(), &st) != 0) {
       result.status = status_for_errno(errno);

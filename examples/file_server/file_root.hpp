@@ -23,7 +23,8 @@
 #pragma once
 
 #include "http_status.hpp"
-#include "unique_fd.hpp"  // examples/common
+
+#include <niox/base/file_descriptor.hpp>
 
 #include <cstdint>
 #include <ctime>
@@ -32,8 +33,6 @@
 #include <system_error>
 
 namespace niox::http {
-
-using examples::UniqueFd;
 
 // What tells one version of a file from another: a file replaced (another inode), or changed in
 // place (size, modification or status-change time), compares unequal. A change that keeps the
@@ -49,7 +48,7 @@ struct FileIdentity {
 
 // A regular file opened for reading, and what a response needs to know about it.
 struct ResolvedFile {
-  UniqueFd fd;
+  FileDescriptor fd;
   std::uint64_t size = 0;
   std::time_t mtime = 0;    // seconds; HTTP-dates have no finer resolution
   std::string path;         // relative path actually opened ("docs/index.html"), for Content-Type
@@ -91,7 +90,7 @@ class FileRoot {
   int open_openat2(const std::string& relative) const;
   int open_walk(const std::string& relative) const;
 
-  UniqueFd root_;
+  FileDescriptor root_;
   Resolver resolver_;
 };
 

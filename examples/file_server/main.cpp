@@ -137,8 +137,7 @@ class HttpServerHandler final : public ChannelHandler {
           last = ctx.write(std::move(r.body));
         }
         if (r.has_file_region()) {
-          last = ctx.write(FileRegion(FileHandle::adopt(r.file.release()), r.file_offset,
-                                      r.file_count));
+          last = ctx.write(FileRegion(std::move(r.file), r.file_offset, r.file_count));
         }
       }
       queue_.clear();

@@ -29,8 +29,6 @@
 
 namespace niox::http {
 
-using examples::UniqueFd;
-
 struct CachedFile {
   std::string path;              // what was opened ("docs/index.html"), for Content-Type
   std::uint64_t size = 0;
@@ -38,7 +36,7 @@ struct CachedFile {
   bool directory_index = false;
   FileIdentity identity;         // of the file when it was opened
   ByteBuffer content;            // the whole file when it is small, else empty
-  UniqueFd fd;                   // the open file when it is not kept in memory
+  FileDescriptor fd;                   // the open file when it is not kept in memory
   bool in_memory() const noexcept { return !fd.valid(); }
 };
 

@@ -136,12 +136,15 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
   }
   const FileMeta meta{cached->size, cached->mtime, cached->path};
   if (cached->in_memory()) {
-    return plan_file(request, meta, &cached->content, UniqueFd(), now);
+    return plan_file(request, meta, &cached->content, FileDescriptor(), now);
   }
-  UniqueFd fd(::fcntl(cached->fd.get(), F_DUPFD_CLOEXEC, 0));
+  std::error_code ec;
+  FileDescriptor fd = cached->fd.dup(ec);
   if (!fd) {
-    return text_response(errno == EMFILE || errno == ENFILE ? HttpStatus::service_unavailable
-                                                            : HttpStatus::internal_server_error,
+    const bool out_of_descriptors = ec == std::errc::too_many_files_open ||
+                                    ec == std::errc::too_many_files_open_in_system;
+    return text_response(out_of_descriptors ? HttpStatus::service_unavailable
+                                            : HttpStatus::internal_server_error,
                          false, http10, head_only, now);
   }
   return plan_file(request, meta, nullptr, std::move(fd), now);
@@ -154,7 +157,7 @@ HttpResponse StaticFileResponder::respond_with_file(const HttpRequest& request, 
 }
 
 HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const FileMeta& file,
-                                            const ByteBuffer* content, UniqueFd fd,
+                                            const ByteBuffer* content, FileDescriptor fd,
                                             std::time_t now) const {
   const bool http10 = request.version() == HttpVersion::http_1_0;
   const bool head_only = request.is_head();

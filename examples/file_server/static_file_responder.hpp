@@ -35,8 +35,8 @@
 #include "http_request_decoder.hpp"
 #include "http_status.hpp"
 #include "request_path.hpp"
-#include "unique_fd.hpp"  // examples/common
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <cstddef>
@@ -45,8 +45,6 @@
 #include <string>
 
 namespace niox::http {
-
-using examples::UniqueFd;
 
 struct StaticFileConfig {
   // Files (or ranges) up to this many bytes travel in memory with the header block.
@@ -62,7 +60,7 @@ struct HttpResponse {
   HttpStatus status = HttpStatus::ok;
   ByteBuffer head;                 // status line, fields, empty line; [position, limit) to send
   ByteBuffer body;                 // in-memory body, possibly empty
-  UniqueFd file;                   // the file region to send after head and body, if any
+  FileDescriptor file;                   // the file region to send after head and body, if any
   std::uint64_t file_offset = 0;
   std::uint64_t file_count = 0;
   bool keep_alive = true;          // false: close the connection once everything is written
@@ -110,7 +108,7 @@ class StaticFileResponder {
   // Plans the response for a file: its body comes from `content` (the whole file in memory,
   // sliced without copying) when given, else from `fd` (read if small, a region if large).
   HttpResponse plan_file(const HttpRequest& request, const FileMeta& meta, const ByteBuffer* content,
-                         UniqueFd fd, std::time_t now) const;
+                         FileDescriptor fd, std::time_t now) const;
   HttpResponse redirect_to_directory(const HttpRequest& request, const RequestPath& path,
                                      std::time_t now) const;
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -408,7 +409,7 @@ TEST(OutboundBuffer, FileRegionsAreWrittenByTheirOwnPathBetweenBuffers) {
   ch.set_write_script([](std::span<const iovec>, std::size_t bytes) {
     return static_cast<long>(bytes > 3 ? 3 : bytes);  // short everywhere
   });
-  auto region_file = FileHandle::open(file.path);
+  auto region_file = std::make_shared<const FileDescriptor>(FileDescriptor::open(file.path, O_RDONLY));
   auto head = ch.write(ByteBuffer::wrap(std::string_view("<")));
   auto region = ch.write(FileRegion(region_file, 5, 10));
   auto tail = ch.write(ByteBuffer::wrap(std::string_view(">")));
@@ -428,7 +429,7 @@ TEST(OutboundBuffer, FileRegionsAreWrittenByTheirOwnPathBetweenBuffers) {
 
 TEST(OutboundBuffer, FileRegionBeyondTheEndOfTheFileFailsCleanly) {
   TempFile file("short");
-  auto f = FileHandle::open(file.path);
+  auto f = std::make_shared<const FileDescriptor>(FileDescriptor::open(file.path, O_RDONLY));
   EXPECT_EQ(FileRegion(f, 0, 5).check_file_length(), std::error_code());
   EXPECT_EQ(FileRegion(f, 2, 4).check_file_length(), transport::Errc::file_region_truncated);
   EXPECT_EQ(FileRegion(f, 9, 0).check_file_length(), transport::Errc::file_region_truncated);

@@ -475,7 +475,7 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
   std::promise<std::error_code> region_result;
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
-    auto file = FileHandle::open(path);
+    auto file = std::make_shared<const FileDescriptor>(FileDescriptor::open(path, O_RDONLY));
     ctx.write(text("head"));
     ctx.write(FileRegion(file, 0, content.size())).add_listener([&](const std::error_code& ec) {
       region_result.set_value(ec);
@@ -516,7 +516,7 @@ TEST_P(SocketTransportTest, HeaderInFrontOfAFileRegionWaitsToLeaveWithIt) {
   std::atomic<int> unsent_after_header{-2};
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
-    auto file = FileHandle::open(path);
+    auto file = std::make_shared<const FileDescriptor>(FileDescriptor::open(path, O_RDONLY));
     ctx.write(text("header")).add_listener([&](const std::error_code&) {
       unsent_after_header = unsent_bytes(ctx);  // the region is still queued behind it
     });
@@ -553,7 +553,7 @@ TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     ctx.write(text("header"));
-    ctx.write(FileRegion(FileHandle::open(path), 0, content.size() + 100))
+    ctx.write(FileRegion(FileDescriptor::open(path, O_RDONLY), 0, content.size() + 100))
         .add_listener([&](const std::error_code& ec) {
           region_result.set_value(ec);
           ctx.channel().executor().execute([&] { unsent_after_drain.set_value(unsent_bytes(ctx)); });
@@ -592,7 +592,7 @@ StalledRegion send_region_to_a_peer_that_waits(const EventLoop::Options& loop_op
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     server_fd.set_value(dynamic_cast<LoopSocketChannel&>(ctx.channel()).fd());
-    ctx.write(FileRegion(FileHandle::open(path), 0, content.size()));
+    ctx.write(FileRegion(FileDescriptor::open(path, O_RDONLY), 0, content.size()));
     ctx.flush();
     ctx.shutdown_output();
   };
@@ -653,7 +653,7 @@ TEST_P(SocketTransportTest, FileRegionOverAUnixSocket) {
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&](ChannelHandlerContext& ctx) {
     ctx.write(text("h"));
-    ctx.write(FileRegion(FileHandle::open(path), 0, content.size()));
+    ctx.write(FileRegion(FileDescriptor::open(path, O_RDONLY), 0, content.size()));
     ctx.flush();
     ctx.shutdown_output();
   };

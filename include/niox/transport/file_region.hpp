@@ -2,51 +2,40 @@
 // passing through user memory (sendfile/splice by the transport). Netty's DefaultFileRegion.
 //
 // Ownership: the descriptor is shared — every copy of a FileRegion (and the outbound buffer
-// entry holding one) keeps a FileHandle alive, and the descriptor is closed when the last one
-// goes. So a handler may write a region and forget the file: the transport keeps it open until
-// the region completes or fails.
+// entry holding one) holds a std::shared_ptr<const FileDescriptor>, and the descriptor is
+// closed when the last one goes. So a handler may write a region and forget the file: the
+// transport keeps it open until the region completes or fails. The descriptor is only read
+// from (fstat, and the input of EventLoop::transfer_to, which belongs to the socket it writes
+// to), so the last copy closes it directly, not through the loop.
 //
 // In the OutboundBuffer a FileRegion is an entry of its own: a gathering write stops in front of
 // it, the transport sends it through its transfer path and reports progress with
 // OutboundBuffer::remove_bytes() like for bytes; transferred() counts what went out.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
+
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <system_error>
 
 namespace niox {
 
-// An owned file descriptor, closed on destruction. Not copyable; share it through shared_ptr.
-class FileHandle {
- public:
-  // Takes ownership of `fd` (which should be O_CLOEXEC).
-  explicit FileHandle(int fd) noexcept : fd_(fd) {}
-  ~FileHandle();
-  FileHandle(const FileHandle&) = delete;
-  FileHandle& operator=(const FileHandle&) = delete;
-
-  int fd() const noexcept { return fd_; }
-
-  // Opens `path` read-only, O_CLOEXEC. Throws std::system_error.
-  static std::shared_ptr<FileHandle> open(const std::string& path);
-  static std::shared_ptr<FileHandle> open(const std::string& path, std::error_code& ec);
-  // Shares ownership of an already open descriptor.
-  static std::shared_ptr<FileHandle> adopt(int fd) { return std::make_shared<FileHandle>(fd); }
-
- private:
-  int fd_;
-};
-
 class FileRegion {
  public:
   FileRegion() = default;
-  FileRegion(std::shared_ptr<FileHandle> file, std::uint64_t position, std::uint64_t count) noexcept
+  // Shares `file`: the descriptor stays open as long as this region or a copy of it exists
+  // (several regions may share one file).
+  FileRegion(std::shared_ptr<const FileDescriptor> file, std::uint64_t position,
+             std::uint64_t count) noexcept
       : file_(std::move(file)), position_(position), count_(count) {}
+  // Takes ownership of `file`; the region and its copies close it when the last one goes.
+  FileRegion(FileDescriptor file, std::uint64_t position, std::uint64_t count)
+      : FileRegion(std::make_shared<const FileDescriptor>(std::move(file)), position, count) {}
 
-  const std::shared_ptr<FileHandle>& file() const noexcept { return file_; }
-  int fd() const noexcept { return file_ ? file_->fd() : -1; }
+  const std::shared_ptr<const FileDescriptor>& file() const noexcept { return file_; }
+  // The number, owned by the shared FileDescriptor; -1 without a file.
+  int fd() const noexcept { return file_ ? file_->get() : -1; }
   // Where the region starts in the file; never changes.
   std::uint64_t position() const noexcept { return position_; }
   std::uint64_t count() const noexcept { return count_; }
@@ -66,7 +55,7 @@ class FileRegion {
   std::error_code check_file_length() const noexcept;
 
  private:
-  std::shared_ptr<FileHandle> file_;
+  std::shared_ptr<const FileDescriptor> file_;
   std::uint64_t position_ = 0;
   std::uint64_t count_ = 0;
   std::uint64_t transferred_ = 0;
