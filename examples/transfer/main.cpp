@@ -153,7 +153,7 @@ class Sender {
       finish(fail(ec, "reading the file"));
       return;
     }
-    loop_.transfer_to(plan_.fd, static_cast<std::int64_t>(sent_), n, fd_.get(),
+    loop_.transfer_to(plan_.fd.get(), static_cast<std::int64_t>(sent_), n, fd_.get(),
                       [this](std::error_code ec, std::size_t done) {
                         if (finished_) return;
                         sent_ += done;

@@ -11,42 +11,13 @@
 
 namespace niox::transfer {
 
-SendPlan::SendPlan(SendPlan&& o) noexcept
-    : fd(std::exchange(o.fd, -1)),
-      size(o.size),
-      header(std::move(o.header)),
-      header_bytes(std::move(o.header_bytes)),
-      hash(o.hash),
-      hasher(std::move(o.hasher)) {}
-
-SendPlan& SendPlan::operator=(SendPlan&& o) noexcept {
-  if (this != &o) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-    fd = std::exchange(o.fd, -1);
-    size = o.size;
-    header = std::move(o.header);
-    header_bytes = std::move(o.header_bytes);
-    hash = o.hash;
-    hasher = std::move(o.hasher);
-  }
-  return *this;
-}
-
 std::error_code SendPlan::hash_chunk(std::uint64_t offset, std::uint64_t n) {
   if (offset != bytes_hashed() || n > size - offset) {
     return std::make_error_code(std::errc::invalid_argument);
   }
   std::error_code ec;
-  hasher.update(hash, fd, offset, n, ec);
+  hasher.update(hash, fd.get(), offset, n, ec);
   return ec;
-}
-
-SendPlan::~SendPlan() {
-  if (fd >= 0) {
-    ::close(fd);
-  }
 }
 
 SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits,
@@ -55,13 +26,13 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
   SendPlan plan;
   // O_NONBLOCK: opening a FIFO must not wait for a writer. Cleared once the file is known to be
   // regular, so that reads of it (and sendfile from it) block as file reads do.
-  plan.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (plan.fd < 0) {
+  plan.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!plan.fd) {
     ec.assign(errno, std::system_category());
     return {};
   }
   struct stat st {};
-  if (::fstat(plan.fd, &st) != 0) {
+  if (::fstat(plan.fd.get(), &st) != 0) {
     ec.assign(errno, std::system_category());
     return {};
   }
@@ -73,7 +44,7 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
     ec = std::make_error_code(std::errc::invalid_argument);
     return {};
   }
-  if (int flags = ::fcntl(plan.fd, F_GETFL); flags < 0 || ::fcntl(plan.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+  if (int flags = ::fcntl(plan.fd.get(), F_GETFL); flags < 0 || ::fcntl(plan.fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
     ec.assign(errno, std::system_category());
     return {};
   }
@@ -95,7 +66,7 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
   if (placement == ChecksumPlacement::trailer) {
     plan.header.checksum_trailer = true;
   } else {
-    plan.header.checksum = checksum_file(plan.header.algorithm, plan.fd, 0, plan.size, ec);
+    plan.header.checksum = checksum_file(plan.header.algorithm, plan.fd.get(), 0, plan.size, ec);
     if (ec) {
       return {};
     }

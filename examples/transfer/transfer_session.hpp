@@ -28,6 +28,7 @@
 #include "transfer_protocol.hpp"
 #include "checksum.hpp"
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <array>
@@ -44,7 +45,7 @@ namespace niox::transfer {
 enum class ChecksumPlacement : std::uint8_t { header, trailer };
 
 struct SendPlan {
-  int fd = -1;             // owned by the plan: closed by its destructor
+  FileDescriptor fd;  // owned by the plan, closed with it; borrowed by send_file
   std::uint64_t size = 0;
   TransferHeader header;
   ByteBuffer header_bytes;  // encode_header(header): send first
@@ -60,12 +61,7 @@ struct SendPlan {
   Checksum hash;      // trailer placement: over the body hashed so far
   FileHasher hasher;  // reads fd for hash_chunk
 
-  SendPlan() = default;
-  SendPlan(SendPlan&& o) noexcept;
-  SendPlan& operator=(SendPlan&& o) noexcept;
-  SendPlan(const SendPlan&) = delete;
-  SendPlan& operator=(const SendPlan&) = delete;
-  ~SendPlan();
+  SendPlan() = default;  // not an aggregate: `return {}` is an empty plan
 };
 
 // Opens `path` (a regular file), hashes it and builds the header, the name being the path's last

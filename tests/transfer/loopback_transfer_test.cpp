@@ -23,12 +23,6 @@ namespace {
 
 using Names = std::vector<std::string>;
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() { if (fd >= 0) ::close(fd); }
-};
-
 // A connected loopback TCP pair (client, server), with timeouts so a bug cannot hang the test.
 std::pair<int, int> tcp_pair() {
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -74,15 +68,15 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
   }
   int pipe_fds[2];
   EXPECT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  Fd pr(pipe_fds[0]), pw(pipe_fds[1]);
+  FileDescriptor pr(pipe_fds[0]), pw(pipe_fds[1]);
   while (rx.body_remaining() > 0) {
     if ((ec = rx.reserve_body())) return TransferStatus::write_failed;
     auto want = static_cast<std::size_t>(std::min<std::uint64_t>(rx.body_remaining(), 1 << 20));
-    ssize_t n = ::splice(sock, nullptr, pw.fd, nullptr, want, SPLICE_F_MOVE);
+    ssize_t n = ::splice(sock, nullptr, pw.get(), nullptr, want, SPLICE_F_MOVE);
     if (n <= 0) break;  // the sender went away: finish() reports the truncation
     loff_t off = static_cast<loff_t>(rx.body_offset());
     for (ssize_t left = n; left > 0;) {
-      ssize_t m = ::splice(pr.fd, nullptr, rx.fd(), &off, static_cast<std::size_t>(left), SPLICE_F_MOVE);
+      ssize_t m = ::splice(pr.get(), nullptr, rx.fd(), &off, static_cast<std::size_t>(left), SPLICE_F_MOVE);
       if (m <= 0) {
         rx.abort();
         ec = std::error_code(errno, std::system_category());
@@ -113,7 +107,7 @@ class LoopbackTransferTest : public ::testing::Test {
 
 TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
   auto [client, server] = tcp_pair();
-  Fd c(client), s(server);
+  FileDescriptor c(client), s(server);
   TransferReceiver rx(dst_.str());
   auto receiver = std::async(std::launch::async, [&, server = server] {
     std::error_code ec;
@@ -128,7 +122,7 @@ TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
             static_cast<ssize_t>(plan.header_bytes.remaining()));
   off_t off = 0;
   while (static_cast<std::uint64_t>(off) < plan.size) {
-    ASSERT_GT(::sendfile(client, plan.fd, &off, plan.size - static_cast<std::uint64_t>(off)), 0);
+    ASSERT_GT(::sendfile(client, plan.fd.get(), &off, plan.size - static_cast<std::uint64_t>(off)), 0);
   }
   std::byte reply[reply_size];
   ASSERT_EQ(::recv(client, reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(reply_size));
@@ -139,7 +133,7 @@ TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
 
 TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
   auto [client, server] = tcp_pair();
-  Fd s(server);
+  FileDescriptor s(server);
   TransferReceiver rx(dst_ / "out.bin");
   auto receiver = std::async(std::launch::async, [&, server = server] {
     std::error_code ec;
@@ -152,7 +146,7 @@ TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
   ASSERT_FALSE(ec);
   ::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL);
   off_t off = 0;
-  ::sendfile(client, plan.fd, &off, plan.size / 2);
+  ::sendfile(client, plan.fd.get(), &off, plan.size / 2);
   ::close(client);
   EXPECT_NE(receiver.get(), TransferStatus::ok);
   EXPECT_EQ(dst_.list(), Names{});
@@ -160,7 +154,7 @@ TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
 
 TEST_F(LoopbackTransferTest, CorruptionInFlightIsCaughtAndReported) {
   auto [client, server] = tcp_pair();
-  Fd c(client), s(server);
+  FileDescriptor c(client), s(server);
   TransferReceiver rx(dst_ / "out.bin");
   auto receiver = std::async(std::launch::async, [&, server = server] {
     std::error_code ec;
@@ -188,7 +182,7 @@ TEST_F(LoopbackTransferTest, CorruptionInFlightIsCaughtAndReported) {
 
 TEST_F(LoopbackTransferTest, NotATransferStreamIsRefusedWithAReply) {
   auto [client, server] = tcp_pair();
-  Fd c(client), s(server);
+  FileDescriptor c(client), s(server);
   TransferReceiver rx(dst_.str());
   auto receiver = std::async(std::launch::async, [&, server = server] {
     std::error_code ec;

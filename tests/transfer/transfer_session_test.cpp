@@ -61,7 +61,7 @@ TEST_F(TransferSessionTest, PrepareSendHashesAndNamesTheFile) {
   std::error_code ec;
   auto plan = prepare_send(src_ / "data.bin", ec);
   ASSERT_FALSE(ec);
-  EXPECT_GE(plan.fd, 0);
+  EXPECT_TRUE(plan.fd);
   EXPECT_EQ(plan.size, body_.size());
   EXPECT_EQ(plan.header.name, "data.bin");
   EXPECT_EQ(plan.header.algorithm, ChecksumAlgorithm::xxh3_64);
