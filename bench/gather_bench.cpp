@@ -100,10 +100,12 @@ class Writer {
  public:
   Writer(SocketChannel& ch, Cell cell) : ch_(ch), cell_(cell) {
     data_.resize(cell.segments * cell.size);
-    for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
+    for (std::size_t i = 0; i < data_.size(); ++i)
+      data_[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
     joined_ = ByteBuffer::allocate(data_.size());
     for (std::size_t i = 0; i < cell.segments; ++i) {
-      views_.push_back(ByteBuffer::wrap(std::span<std::byte>(data_).subspan(i * cell.size, cell.size)));
+      views_.push_back(
+          ByteBuffer::wrap(std::span<std::byte>(data_).subspan(i * cell.size, cell.size)));
     }
     bufs_ = views_;
     for (auto& v : views_) {
@@ -189,17 +191,26 @@ int main(int argc, char** argv) {
       continue;
     }
     int v = std::stoi(argv[i + 1]);
-    if (a == "--rounds") rounds = v;
-    else if (a == "--round-ms") round_ms = v;
-    else if (a == "--writer-cpu") writer_cpu = v;
-    else if (a == "--reader-cpu") reader_cpu = v;
+    if (a == "--rounds")
+      rounds = v;
+    else if (a == "--round-ms")
+      round_ms = v;
+    else if (a == "--writer-cpu")
+      writer_cpu = v;
+    else if (a == "--reader-cpu")
+      reader_cpu = v;
   }
   pin(writer_cpu);
   utsname u{};
   uname(&u);
-  std::printf("gather bench: kernel %s, sink %s, %d rounds x %d ms per method and cell, writer cpu %d, reader cpu %d\n\n",
-              u.release, tcp ? "loopback TCP" : "UNIX socketpair", rounds, round_ms, writer_cpu, reader_cpu);
-  std::printf("| segments | size | gather MB/s | copy+write MB/s | each MB/s | raw writev MB/s | gather CPU us/MB | copy+write CPU us/MB | each CPU us/MB | raw writev CPU us/MB |\n");
+  std::printf(
+      "gather bench: kernel %s, sink %s, %d rounds x %d ms per method and cell, writer cpu %d, "
+      "reader cpu %d\n\n",
+      u.release, tcp ? "loopback TCP" : "UNIX socketpair", rounds, round_ms, writer_cpu,
+      reader_cpu);
+  std::printf(
+      "| segments | size | gather MB/s | copy+write MB/s | each MB/s | raw writev MB/s | gather "
+      "CPU us/MB | copy+write CPU us/MB | each CPU us/MB | raw writev CPU us/MB |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 
   const Method methods[] = {Method::gather, Method::copy_write, Method::each, Method::raw_writev};
@@ -254,7 +265,8 @@ int main(int argc, char** argv) {
           do {
             for (int k = 0; k < 16; ++k) bytes += w.send(methods[mi]);
           } while (std::chrono::steady_clock::now() < deadline);
-          double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           double c1 = thread_cpu_seconds();
           double mb = static_cast<double>(bytes) / 1e6;
           mbps[mi].push_back(mb / secs);
@@ -263,9 +275,9 @@ int main(int argc, char** argv) {
       }
       tx.shutdown_output();
       rt.join();
-      std::printf("| %zu | %zu | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", segments,
-                  size, median(mbps[0]), median(mbps[1]), median(mbps[2]), median(mbps[3]),
-                  median(cpu[0]), median(cpu[1]), median(cpu[2]), median(cpu[3]),
+      std::printf("| %zu | %zu | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n",
+                  segments, size, median(mbps[0]), median(mbps[1]), median(mbps[2]),
+                  median(mbps[3]), median(cpu[0]), median(cpu[1]), median(cpu[2]), median(cpu[3]),
                   ok ? "" : " DATA MISMATCH");
       std::fflush(stdout);
     }

@@ -48,9 +48,9 @@ using niox::bench::splitmix64;
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitError = 1;     // could not run (bad arguments, connect failed, ...)
-constexpr int kExitCorrupt = 2;   // the server returned bytes that differ from those sent
-constexpr int kExitStalled = 3;   // the server closed early or stopped answering
+constexpr int kExitError = 1;    // could not run (bad arguments, connect failed, ...)
+constexpr int kExitCorrupt = 2;  // the server returned bytes that differ from those sent
+constexpr int kExitStalled = 3;  // the server closed early or stopped answering
 
 [[noreturn]] void die(int status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void die(int status, const char* fmt, ...) {
@@ -72,12 +72,12 @@ struct Options {
   int conns = 0;
   std::size_t size = 0;
   int inflight = 0;
-  double duration = 5.0;       // measured seconds (ignored with --messages)
-  double warmup = 1.0;         // seconds run before measuring, not reported
-  std::uint64_t messages = 0;  // if non-zero: run exactly this many messages, all measured
-  double stall_timeout = 10.0; // no byte back for this long = failure
+  double duration = 5.0;        // measured seconds (ignored with --messages)
+  double warmup = 1.0;          // seconds run before measuring, not reported
+  std::uint64_t messages = 0;   // if non-zero: run exactly this many messages, all measured
+  double stall_timeout = 10.0;  // no byte back for this long = failure
   std::uint64_t seed = 1;
-  int server_pid = 0;          // if set: server utime+stime sampled over the measured window
+  int server_pid = 0;  // if set: server utime+stime sampled over the measured window
   bool json = false;
 };
 
@@ -85,10 +85,13 @@ void usage() {
   std::fputs(
       "usage: niox-loadgen --port N [--host 127.0.0.1] [--workload echo-small|echo-bulk|latency]\n"
       "                    [--duration S | --messages N] [--warmup S] [--conns N] [--size BYTES]\n"
-      "                    [--inflight N] [--server-pid PID] [--seed N] [--stall-timeout S] [--json]\n"
-      "workloads: echo-small = 64 conns x 128 B x 16 in flight; echo-bulk = 16 conns x 16 KiB x 4;\n"
+      "                    [--inflight N] [--server-pid PID] [--seed N] [--stall-timeout S] "
+      "[--json]\n"
+      "workloads: echo-small = 64 conns x 128 B x 16 in flight; echo-bulk = 16 conns x 16 KiB x "
+      "4;\n"
       "           latency = 1 conn x 64 B x 1 (ping-pong)\n"
-      "Every echoed byte is verified; exit 2 = corrupted data, 3 = early close or stall, 1 = error.\n",
+      "Every echoed byte is verified; exit 2 = corrupted data, 3 = early close or stall, 1 = "
+      "error.\n",
       stderr);
 }
 
@@ -100,32 +103,63 @@ Options parse(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--workload") o.workload = need(i);
-    else if (a == "--host") o.host = need(i);
-    else if (a == "--port") o.port = std::atoi(need(i));
-    else if (a == "--conns") o.conns = std::atoi(need(i));
-    else if (a == "--size") o.size = std::strtoull(need(i), nullptr, 10);
-    else if (a == "--inflight") o.inflight = std::atoi(need(i));
-    else if (a == "--duration") o.duration = std::atof(need(i));
-    else if (a == "--warmup") o.warmup = std::atof(need(i));
-    else if (a == "--messages") o.messages = std::strtoull(need(i), nullptr, 10);
-    else if (a == "--stall-timeout") o.stall_timeout = std::atof(need(i));
-    else if (a == "--seed") o.seed = std::strtoull(need(i), nullptr, 10);
-    else if (a == "--server-pid") o.server_pid = std::atoi(need(i));
-    else if (a == "--json") o.json = true;
-    else if (a == "-h" || a == "--help") { usage(); std::exit(0); }
-    else { usage(); die(kExitError, "unknown argument '%s'", argv[i]); }
+    if (a == "--workload")
+      o.workload = need(i);
+    else if (a == "--host")
+      o.host = need(i);
+    else if (a == "--port")
+      o.port = std::atoi(need(i));
+    else if (a == "--conns")
+      o.conns = std::atoi(need(i));
+    else if (a == "--size")
+      o.size = std::strtoull(need(i), nullptr, 10);
+    else if (a == "--inflight")
+      o.inflight = std::atoi(need(i));
+    else if (a == "--duration")
+      o.duration = std::atof(need(i));
+    else if (a == "--warmup")
+      o.warmup = std::atof(need(i));
+    else if (a == "--messages")
+      o.messages = std::strtoull(need(i), nullptr, 10);
+    else if (a == "--stall-timeout")
+      o.stall_timeout = std::atof(need(i));
+    else if (a == "--seed")
+      o.seed = std::strtoull(need(i), nullptr, 10);
+    else if (a == "--server-pid")
+      o.server_pid = std::atoi(need(i));
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else {
+      usage();
+      die(kExitError, "unknown argument '%s'", argv[i]);
+    }
   }
   int conns = 0, inflight = 0;
   std::size_t size = 0;
-  if (o.workload == "echo-small") { conns = 64; size = 128; inflight = 16; }
-  else if (o.workload == "echo-bulk") { conns = 16; size = 16384; inflight = 4; }
-  else if (o.workload == "latency") { conns = 1; size = 64; inflight = 1; }
-  else die(kExitError, "unknown workload '%s'", o.workload.c_str());
+  if (o.workload == "echo-small") {
+    conns = 64;
+    size = 128;
+    inflight = 16;
+  } else if (o.workload == "echo-bulk") {
+    conns = 16;
+    size = 16384;
+    inflight = 4;
+  } else if (o.workload == "latency") {
+    conns = 1;
+    size = 64;
+    inflight = 1;
+  } else
+    die(kExitError, "unknown workload '%s'", o.workload.c_str());
   if (o.conns == 0) o.conns = conns;
   if (o.size == 0) o.size = size;
   if (o.inflight == 0) o.inflight = inflight;
-  if (o.port <= 0 || o.port > 65535) { usage(); die(kExitError, "--port is required"); }
+  if (o.port <= 0 || o.port > 65535) {
+    usage();
+    die(kExitError, "--port is required");
+  }
   if (o.conns < 1 || o.inflight < 1 || o.size < 1 || o.size > (64u << 20))
     die(kExitError, "bad --conns/--inflight/--size");
   if (o.messages == 0 && !(o.duration > 0)) die(kExitError, "--duration must be > 0");
@@ -144,9 +178,9 @@ struct Conn {
   std::uint64_t msgs_queued = 0;
   std::uint64_t msgs_done = 0;
   std::vector<Clock::time_point> send_time;  // ring indexed by message number % inflight
-  std::vector<unsigned char> out;           // generated bytes [out_off, out_off + out.size())
+  std::vector<unsigned char> out;            // generated bytes [out_off, out_off + out.size())
   std::uint64_t out_off = 0;
-  std::size_t out_pos = 0;                  // next byte of `out` to write
+  std::size_t out_pos = 0;  // next byte of `out` to write
   bool want_out = false;
 };
 
@@ -263,7 +297,8 @@ class LoadGen {
   void flush(Conn& c) {
     while (c.sent < c.queued) {
       if (c.out_pos == c.out.size()) {
-        std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(c.queued - c.sent, 256 * 1024));
+        std::size_t chunk =
+            static_cast<std::size_t>(std::min<std::uint64_t>(c.queued - c.sent, 256 * 1024));
         c.out.resize(chunk);
         c.out_off = c.sent;
         c.out_pos = 0;
@@ -314,9 +349,10 @@ class LoadGen {
             c.received + len - c.sent);
       if (auto bad = first_mismatch(c.key, c.received, rbuf_.data(), len, expect_.data())) {
         std::size_t at = *bad;
-        die(kExitCorrupt, "data mismatch on connection %zu at stream offset %" PRIu64
-            " (got 0x%02x, expected 0x%02x)", static_cast<std::size_t>(&c - conns_.data()),
-            c.received + at, rbuf_[at], expect_[at]);
+        die(kExitCorrupt,
+            "data mismatch on connection %zu at stream offset %" PRIu64
+            " (got 0x%02x, expected 0x%02x)",
+            static_cast<std::size_t>(&c - conns_.data()), c.received + at, rbuf_[at], expect_[at]);
       }
       auto now = Clock::now();
       last_progress_ = now;
@@ -355,25 +391,31 @@ class LoadGen {
       double per_msg = win_msgs_ ? static_cast<double>(d) / static_cast<double>(win_msgs_) : 0;
       double gb = static_cast<double>(win_msgs_) * static_cast<double>(o_.size) / 1e9;
       double per_gb = gb > 0 ? static_cast<double>(d) / 1e6 / gb : 0;
-      std::snprintf(cpu, sizeof cpu, " server_cpu_us=%" PRIu64 " server_cpu_us_per_msg=%.4f server_cpu_s_per_gb=%.4f",
+      std::snprintf(cpu, sizeof cpu,
+                    " server_cpu_us=%" PRIu64
+                    " server_cpu_us_per_msg=%.4f server_cpu_s_per_gb=%.4f",
                     d, per_msg, per_gb);
-      std::snprintf(cpu_json, sizeof cpu_json, ",\"server_cpu_us\":%" PRIu64 ",\"server_cpu_us_per_msg\":%.4f,\"server_cpu_s_per_gb\":%.4f",
+      std::snprintf(cpu_json, sizeof cpu_json,
+                    ",\"server_cpu_us\":%" PRIu64
+                    ",\"server_cpu_us_per_msg\":%.4f,\"server_cpu_s_per_gb\":%.4f",
                     d, per_msg, per_gb);
     }
     if (o_.json) {
-      std::printf("{\"workload\":\"%s\",\"conns\":%d,\"size\":%zu,\"inflight\":%d,\"seconds\":%.4f,"
-                  "\"msgs\":%" PRIu64 ",\"msgs_per_s\":%.1f,\"mb_per_s\":%.2f,\"p50_us\":%.2f,"
-                  "\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"verified_bytes\":%" PRIu64
-                  ",\"verified_msgs\":%" PRIu64 "%s,\"verified\":true}\n",
-                  o_.workload.c_str(), o_.conns, o_.size, o_.inflight, secs, win_msgs_, msgs_s, mb_s,
-                  us(0.5), us(0.99), us(0.999), static_cast<double>(hist_.max()) / 1000.0,
-                  total_bytes_, total_msgs_, cpu_json);
+      std::printf(
+          "{\"workload\":\"%s\",\"conns\":%d,\"size\":%zu,\"inflight\":%d,\"seconds\":%.4f,"
+          "\"msgs\":%" PRIu64
+          ",\"msgs_per_s\":%.1f,\"mb_per_s\":%.2f,\"p50_us\":%.2f,"
+          "\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"verified_bytes\":%" PRIu64
+          ",\"verified_msgs\":%" PRIu64 "%s,\"verified\":true}\n",
+          o_.workload.c_str(), o_.conns, o_.size, o_.inflight, secs, win_msgs_, msgs_s, mb_s,
+          us(0.5), us(0.99), us(0.999), static_cast<double>(hist_.max()) / 1000.0, total_bytes_,
+          total_msgs_, cpu_json);
     } else {
       std::printf("workload=%s conns=%d size=%zu inflight=%d seconds=%.4f msgs=%" PRIu64
                   " msgs_per_s=%.1f mb_per_s=%.2f p50_us=%.2f p99_us=%.2f p999_us=%.2f max_us=%.2f"
                   " verified_bytes=%" PRIu64 " verified_msgs=%" PRIu64 "%s verified=1\n",
-                  o_.workload.c_str(), o_.conns, o_.size, o_.inflight, secs, win_msgs_, msgs_s, mb_s,
-                  us(0.5), us(0.99), us(0.999), static_cast<double>(hist_.max()) / 1000.0,
+                  o_.workload.c_str(), o_.conns, o_.size, o_.inflight, secs, win_msgs_, msgs_s,
+                  mb_s, us(0.5), us(0.99), us(0.999), static_cast<double>(hist_.max()) / 1000.0,
                   total_bytes_, total_msgs_, cpu);
     }
   }

@@ -30,14 +30,16 @@ struct Server {
 
   void echo(int fd, niox::ByteBuffer buf) {
     buf.clear();
-    loop.read(fd, std::move(buf), [this, fd](std::error_code ec, std::size_t n, niox::ByteBuffer b) {
-      if (ec || n == 0) return drop(fd);
-      b.flip();
-      loop.write(fd, std::move(b), [this, fd](std::error_code wec, std::size_t, niox::ByteBuffer wb) {
-        if (wec) return drop(fd);
-        echo(fd, std::move(wb));
-      });
-    });
+    loop.read(fd, std::move(buf),
+              [this, fd](std::error_code ec, std::size_t n, niox::ByteBuffer b) {
+                if (ec || n == 0) return drop(fd);
+                b.flip();
+                loop.write(fd, std::move(b),
+                           [this, fd](std::error_code wec, std::size_t, niox::ByteBuffer wb) {
+                             if (wec) return drop(fd);
+                             echo(fd, std::move(wb));
+                           });
+              });
   }
   void drop(int fd) {
     loop.close(niox::FileDescriptor(fd));  // the accepted descriptor was ours
@@ -53,14 +55,17 @@ int main(int argc, char** argv) {
   niox::EventLoop::Options options;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view k = argv[i], v = argv[i + 1];
-    if (k == "--port") port = static_cast<std::uint16_t>(std::atoi(argv[i + 1]));
-    else if (k == "--buffer") buffer = std::strtoul(argv[i + 1], nullptr, 10);
+    if (k == "--port")
+      port = static_cast<std::uint16_t>(std::atoi(argv[i + 1]));
+    else if (k == "--buffer")
+      buffer = std::strtoul(argv[i + 1], nullptr, 10);
     else if (k == "--backend") {
       options.backend = v == "io_uring" ? niox::BackendKind::io_uring
                         : v == "epoll"  ? niox::BackendKind::epoll
                                         : niox::BackendKind::automatic;
     } else {
-      fmt::print(stderr, "usage: {} [--port N] [--backend io_uring|epoll|auto] [--buffer bytes]\n", argv[0]);
+      fmt::print(stderr, "usage: {} [--port N] [--backend io_uring|epoll|auto] [--buffer bytes]\n",
+                 argv[0]);
       return 2;
     }
   }
@@ -73,7 +78,8 @@ int main(int argc, char** argv) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(lfd, 1024) != 0) {
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(lfd, 1024) != 0) {
     fmt::print(stderr, "listen on 127.0.0.1:{}: {}\n", port, std::strerror(errno));
     return 1;
   }

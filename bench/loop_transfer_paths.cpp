@@ -31,7 +31,8 @@ namespace {
 double process_cpu() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 double thread_cpu() {
   timespec ts{};
@@ -47,10 +48,14 @@ int main(int argc, char** argv) {
   std::string method = "sendfile";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view k = argv[i], v = argv[i + 1];
-    if (k == "--backend") options.backend = v == "epoll" ? niox::BackendKind::epoll : niox::BackendKind::io_uring;
-    else if (k == "--mib") mib = std::strtoul(argv[i + 1], nullptr, 10);
-    else if (k == "--method") method = v;
-    else if (k == "--chunk-kib") chunk = std::strtoul(argv[i + 1], nullptr, 10) * 1024;
+    if (k == "--backend")
+      options.backend = v == "epoll" ? niox::BackendKind::epoll : niox::BackendKind::io_uring;
+    else if (k == "--mib")
+      mib = std::strtoul(argv[i + 1], nullptr, 10);
+    else if (k == "--method")
+      method = v;
+    else if (k == "--chunk-kib")
+      chunk = std::strtoul(argv[i + 1], nullptr, 10) * 1024;
   }
   const std::uint64_t total = static_cast<std::uint64_t>(mib) << 20;
 
@@ -61,7 +66,9 @@ int main(int argc, char** argv) {
     std::vector<std::uint8_t> block(1 << 20);
     for (std::uint64_t off = 0; off < total; off += block.size()) {
       for (std::size_t i = 0; i < block.size(); ++i) block[i] = byte_at(off + i);
-      if (::pwrite(file, block.data(), block.size(), static_cast<off_t>(off)) != static_cast<ssize_t>(block.size())) return 1;
+      if (::pwrite(file, block.data(), block.size(), static_cast<off_t>(off)) !=
+          static_cast<ssize_t>(block.size()))
+        return 1;
     }
   }
 
@@ -118,7 +125,10 @@ int main(int argc, char** argv) {
     // file -> pipe (up to a chunk), then pipe -> socket until the pipe is empty, repeat.
     drain = [&](std::size_t in_pipe) {
       loop.splice(pipes[0], -1, out, -1, in_pipe, [&, in_pipe](std::error_code ec, std::size_t n) {
-        if (ec || n == 0) { failed = true; return loop.stop(); }
+        if (ec || n == 0) {
+          failed = true;
+          return loop.stop();
+        }
         sent += n;
         if (n < in_pipe) return drain(in_pipe - n);
         if (sent == total) return loop.stop();
@@ -127,10 +137,14 @@ int main(int argc, char** argv) {
     };
     fill = [&] {
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, total - sent));
-      loop.splice(file, static_cast<std::int64_t>(sent), pipes[1], -1, want, [&](std::error_code ec, std::size_t n) {
-        if (ec || n == 0) { failed = true; return loop.stop(); }
-        drain(n);
-      });
+      loop.splice(file, static_cast<std::int64_t>(sent), pipes[1], -1, want,
+                  [&](std::error_code ec, std::size_t n) {
+                    if (ec || n == 0) {
+                      failed = true;
+                      return loop.stop();
+                    }
+                    drain(n);
+                  });
     };
     fill();
   }
@@ -139,9 +153,10 @@ int main(int argc, char** argv) {
   ::shutdown(out, SHUT_WR);
   reader.join();
   double cpu = process_cpu() - cpu0 - reader_cpu.load();
-  fmt::print("backend={} method={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
-             loop.backend(), method, mib, secs, total / secs / 1e6, cpu / (total / 1e9),
-             !failed && !corrupt && sent == total);
+  fmt::print(
+      "backend={} method={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
+      loop.backend(), method, mib, secs, total / secs / 1e6, cpu / (total / 1e9),
+      !failed && !corrupt && sent == total);
   loop.close(niox::FileDescriptor(out));
   ::close(in);
   ::close(file);

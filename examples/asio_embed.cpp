@@ -53,9 +53,10 @@ int main() {
   asio::posix::stream_descriptor asio_side(io, sv[1]);
 
   // niox -> Asio
-  loop.write(niox_side.get(), text("hello from niox"), [](std::error_code ec, std::size_t n, niox::ByteBuffer) {
-    fmt::print("niox wrote {} bytes ({})\n", n, ec ? ec.message() : "ok");
-  });
+  loop.write(niox_side.get(), text("hello from niox"),
+             [](std::error_code ec, std::size_t n, niox::ByteBuffer) {
+               fmt::print("niox wrote {} bytes ({})\n", n, ec ? ec.message() : "ok");
+             });
 
   std::array<niox::ByteBuffer, 2> in{niox::ByteBuffer::allocate(5), niox::ByteBuffer::allocate(64)};
   std::array<niox::ByteBuffer, 3> reply{text("hello "), text("from "), text("asio")};
@@ -63,20 +64,23 @@ int main() {
     if (ec) return;
     niox::asio_advance(in, n);
     fmt::print("asio read {} bytes: '{}' + '{}'\n", n, as_string(in[0]), as_string(in[1]));
-    asio::async_write(asio_side, niox::asio_const_buffers(reply), [&](std::error_code ec2, std::size_t m) {
-      niox::asio_advance(reply, m);
-      fmt::print("asio wrote {} bytes ({})\n", m, ec2 ? ec2.message() : "ok");
-    });
+    asio::async_write(asio_side, niox::asio_const_buffers(reply),
+                      [&](std::error_code ec2, std::size_t m) {
+                        niox::asio_advance(reply, m);
+                        fmt::print("asio wrote {} bytes ({})\n", m, ec2 ? ec2.message() : "ok");
+                      });
   });
 
   // Asio -> niox, then stop everything.
-  loop.read(niox_side.get(), niox::ByteBuffer::allocate(64), [&](std::error_code ec, std::size_t n, niox::ByteBuffer buf) {
-    fmt::print("niox read {} bytes: '{}' ({})\n", n, as_string(std::move(buf)), ec ? ec.message() : "ok");
-    loop.schedule(std::chrono::milliseconds(20), [&] {
-      fmt::print("niox timer fired; counters: {}\n", loop.counters());
-      io.stop();
-    });
-  });
+  loop.read(niox_side.get(), niox::ByteBuffer::allocate(64),
+            [&](std::error_code ec, std::size_t n, niox::ByteBuffer buf) {
+              fmt::print("niox read {} bytes: '{}' ({})\n", n, as_string(std::move(buf)),
+                         ec ? ec.message() : "ok");
+              loop.schedule(std::chrono::milliseconds(20), [&] {
+                fmt::print("niox timer fired; counters: {}\n", loop.counters());
+                io.stop();
+              });
+            });
 
   asio::steady_timer tick(io, std::chrono::milliseconds(5));
   tick.async_wait([](std::error_code ec) {

@@ -71,9 +71,12 @@ int main(int argc, char** argv) {
   unsigned short port = 7000;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--port" && i + 1 < argc) port = static_cast<unsigned short>(std::atoi(argv[++i]));
-    else if (a == "--host" && i + 1 < argc) host = argv[++i];
-    else if (!a.empty() && a[0] != '-') port = static_cast<unsigned short>(std::atoi(argv[i]));
+    if (a == "--port" && i + 1 < argc)
+      port = static_cast<unsigned short>(std::atoi(argv[++i]));
+    else if (a == "--host" && i + 1 < argc)
+      host = argv[++i];
+    else if (!a.empty() && a[0] != '-')
+      port = static_cast<unsigned short>(std::atoi(argv[i]));
     else {
       std::fprintf(stderr, "usage: %s [--port N] [--host ADDR]\n", argv[0]);
       return 1;

@@ -62,9 +62,12 @@ static int conn_service(struct conn* c) {
 static int parse_port(int argc, char** argv, const char** host) {
   int port = 7000;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) *host = argv[++i];
-    else if (argv[i][0] != '-') port = atoi(argv[i]);
+    if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
+      port = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc)
+      *host = argv[++i];
+    else if (argv[i][0] != '-')
+      port = atoi(argv[i]);
     else {
       fprintf(stderr, "usage: %s [--port N] [--host ADDR]\n", argv[0]);
       exit(1);

@@ -59,7 +59,8 @@ static int do_recv(int port, const char* out_path) {
   for (int i = 0; i < 8; ++i) size = size << 8 | head[i];
   int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) return die("open");
-  if (size > 0 && fallocate(out, 0, 0, (off_t)size) != 0 && errno != EOPNOTSUPP) return die("fallocate");
+  if (size > 0 && fallocate(out, 0, 0, (off_t)size) != 0 && errno != EOPNOTSUPP)
+    return die("fallocate");
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return die("pipe");
   fcntl(p[1], F_SETPIPE_SZ, CHUNK);

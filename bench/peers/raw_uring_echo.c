@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define RING_ENTRIES 1024
-#define NBUF 128 /* power of two: the buffer ring's size */
+#define NBUF 128             /* power of two: the buffer ring's size */
 #define BUF_SIZE (64 * 1024) /* as large as a read of the bulk shape: one recv per batch */
 #define BGID 0
 #define NONE 0xffffu
@@ -38,12 +38,12 @@ enum tag { T_ACCEPT = 0, T_RECV = 1, T_SEND = 2, T_IGNORE = 3 };
 
 struct conn {
   int fd;
-  int recv_armed;          /* a multishot recv is in the kernel */
-  int sending;             /* a send of the head buffer is in the kernel */
-  int eof;                 /* the peer closed, or an error: close once everything is out */
-  uint16_t head, tail;     /* queue of filled buffers, linked through next[] */
-  uint32_t start;          /* bytes of the head buffer already sent */
-  struct conn* starved;    /* next connection waiting for buffers (ENOBUFS) */
+  int recv_armed;       /* a multishot recv is in the kernel */
+  int sending;          /* a send of the head buffer is in the kernel */
+  int eof;              /* the peer closed, or an error: close once everything is out */
+  uint16_t head, tail;  /* queue of filled buffers, linked through next[] */
+  uint32_t start;       /* bytes of the head buffer already sent */
+  struct conn* starved; /* next connection waiting for buffers (ENOBUFS) */
 };
 
 static struct io_uring ring;
@@ -70,7 +70,8 @@ static void set_data(struct io_uring_sqe* sqe, void* p, enum tag t) {
 /* Hands a buffer back to the kernel. The ring's tail is published by advance(): the kernel
  * reads the entry only after that store. */
 static void give_back(uint16_t bid) {
-  io_uring_buf_ring_add(br, bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, bid, io_uring_buf_ring_mask(NBUF), 0);
+  io_uring_buf_ring_add(br, bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, bid,
+                        io_uring_buf_ring_mask(NBUF), 0);
   io_uring_buf_ring_advance(br, 1);
 }
 
@@ -130,8 +131,10 @@ static void on_recv(struct conn* c, struct io_uring_cqe* cqe) {
     uint16_t bid = (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
     buf_len[bid] = (uint32_t)cqe->res;
     next_buf[bid] = NONE;
-    if (c->tail == NONE) c->head = bid;
-    else next_buf[c->tail] = bid;
+    if (c->tail == NONE)
+      c->head = bid;
+    else
+      next_buf[c->tail] = bid;
     c->tail = bid;
     if (!c->sending) {
       c->start = 0;
@@ -165,8 +168,10 @@ static void on_send(struct conn* c, int res) {
     c->start = 0;
     give_back(bid);
   }
-  if (c->head != NONE) send_head(c);
-  else maybe_close(c);
+  if (c->head != NONE)
+    send_head(c);
+  else
+    maybe_close(c);
 }
 
 static void rearm_starved(void) {
@@ -174,8 +179,10 @@ static void rearm_starved(void) {
     struct conn* c = starved;
     starved = c->starved;
     c->recv_armed = 0;
-    if (c->eof) maybe_close(c);
-    else arm_recv(c);
+    if (c->eof)
+      maybe_close(c);
+    else
+      arm_recv(c);
   }
 }
 
@@ -183,9 +190,12 @@ int main(int argc, char** argv) {
   const char* host = "127.0.0.1";
   int port = 7000;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) host = argv[++i];
-    else if (argv[i][0] != '-') port = atoi(argv[i]);
+    if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
+      port = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc)
+      host = argv[++i];
+    else if (argv[i][0] != '-')
+      port = atoi(argv[i]);
     else {
       fprintf(stderr, "usage: %s [--port N] [--host ADDR]\n", argv[0]);
       return 1;
@@ -228,10 +238,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   io_uring_buf_ring_init(br);
-  struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)br, .ring_entries = NBUF, .bgid = BGID};
+  struct io_uring_buf_reg reg = {
+      .ring_addr = (unsigned long)br, .ring_entries = NBUF, .bgid = BGID};
   rc = io_uring_register_buf_ring(&ring, &reg, 0);
   if (rc < 0) {
-    fprintf(stderr, "raw_uring_echo: no provided-buffer rings here (Linux 5.19+): %s\n", strerror(-rc));
+    fprintf(stderr, "raw_uring_echo: no provided-buffer rings here (Linux 5.19+): %s\n",
+            strerror(-rc));
     return 1;
   }
   for (uint16_t i = 0; i < NBUF; ++i) give_back(i);

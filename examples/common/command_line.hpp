@@ -31,7 +31,8 @@ template <class T>
 bool parse_number(std::string_view text, T min, T max, T& out) {
   T v{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !(v >= min && v <= max)) {
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() ||
+      !(v >= min && v <= max)) {
     return false;
   }
   out = v;

@@ -56,7 +56,8 @@ std::string server_options_usage(const ServerOptions& d, std::size_t column, boo
     return s + std::string(text) + "\n";
   };
   std::string out;
-  out += line("--port P", "TCP port, 0 for any free port (default: " + std::to_string(d.port) + ")");
+  out +=
+      line("--port P", "TCP port, 0 for any free port (default: " + std::to_string(d.port) + ")");
   if (allow_unix) {
     out += line("--bind ADDR", "IPv4/IPv6 address, or a Unix-domain socket path (/path or");
     out += line("", "unix:path) (default: " + d.bind + ")");
@@ -64,7 +65,8 @@ std::string server_options_usage(const ServerOptions& d, std::size_t column, boo
     out += line("--bind ADDR", "IPv4 or IPv6 address to listen on (default: " + d.bind + ")");
   }
   out += line("--threads N", "event loops, 0 for one per CPU (default: " +
-                                 (d.threads == 0 ? std::string("0") : std::to_string(d.threads)) + ")");
+                                 (d.threads == 0 ? std::string("0") : std::to_string(d.threads)) +
+                                 ")");
   out += line("--backend B", std::string("auto, io_uring or epoll (default: ") +
                                  std::string(to_string(d.backend)) + ")");
   return out;

@@ -52,7 +52,7 @@ SocketAddress listen_address(const ServerOptions& o, bool allow_unix = false);
 struct ServerProgram {
   std::string program;  // the name in messages: "niox-echo-server: cannot listen on ..."
   ServerOptions options;
-  bool allow_unix = false;  // --bind may name a Unix-domain socket
+  bool allow_unix = false;   // --bind may name a Unix-domain socket
   bool own_acceptor = true;  // a separate one-thread group accepts; else the workers do
   // Sets child options and the child handler (the server socket has a backlog of 1024). Runs
   // after the loops exist, before binding.

@@ -55,9 +55,8 @@ int main(int argc, char** argv) {
   p.configure = [](ServerBootstrap& b, EventLoopGroup&) {
     b.child_option(channel_option::tcp_nodelay, true)
         .child_option(channel_option::allow_half_closure, true)
-        .child_handler(std::make_shared<ChannelInitializer>([](Channel& ch) {
-          ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
-        }));
+        .child_handler(std::make_shared<ChannelInitializer>(
+            [](Channel& ch) { ch.pipeline().add_last("echo", std::make_shared<EchoHandler>()); }));
   };
   p.banner = [](const SocketAddress& bound, EventLoopGroup& workers) {
     return "listening on " + bound.to_string() + " (backend " +

@@ -30,20 +30,17 @@ HttpStatus status_for_errno(int err) noexcept {
   switch (err) {
     case ENOENT:
     case ENOTDIR:
-    case ENAMETOOLONG:
-      return HttpStatus::not_found;
-    case EXDEV:    // RESOLVE_BENEATH: the path leaves the root
-    case ELOOP:    // a symlink the walk refuses, a magic link, or a symlink loop
+    case ENAMETOOLONG: return HttpStatus::not_found;
+    case EXDEV:  // RESOLVE_BENEATH: the path leaves the root
+    case ELOOP:  // a symlink the walk refuses, a magic link, or a symlink loop
     case EACCES:
     case EPERM:
-    case ENXIO:    // a socket or a FIFO without a writer
+    case ENXIO:  // a socket or a FIFO without a writer
       return HttpStatus::forbidden;
     case EMFILE:
     case ENFILE:
-    case ENOMEM:
-      return HttpStatus::service_unavailable;
-    default:
-      return HttpStatus::internal_server_error;
+    case ENOMEM: return HttpStatus::service_unavailable;
+    default: return HttpStatus::internal_server_error;
   }
 }
 

@@ -50,9 +50,9 @@ struct FileIdentity {
 struct ResolvedFile {
   FileDescriptor fd;
   std::uint64_t size = 0;
-  std::time_t mtime = 0;    // seconds; HTTP-dates have no finer resolution
-  std::string path;         // relative path actually opened ("docs/index.html"), for Content-Type
-  FileIdentity identity;    // of what fd names, when it was opened
+  std::time_t mtime = 0;  // seconds; HTTP-dates have no finer resolution
+  std::string path;       // relative path actually opened ("docs/index.html"), for Content-Type
+  FileIdentity identity;  // of what fd names, when it was opened
 };
 
 struct OpenResult {

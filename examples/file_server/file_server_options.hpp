@@ -19,7 +19,7 @@
 namespace niox::http {
 
 struct FileServerOptions : examples::ServerOptions {  // port (8080), bind, threads, backend
-  std::string root;                  // empty: the program's built-in site
+  std::string root;                                   // empty: the program's built-in site
   std::size_t max_header_bytes = 8192;
   // A connection that moves no byte either way for this long, or whose request head is not
   // complete this long after it began (a slowloris client), is closed. 0 disables.

@@ -33,7 +33,8 @@ std::string format_http_date(std::time_t t);
 // nothing depends on it). A two-digit RFC 850 year more than 50 years after `now`'s year is read
 // as the most recent past year with those digits (RFC 9110 §5.6.7). Returns nullopt for anything
 // else, including impossible dates such as Feb 30 or hour 24.
-std::optional<std::time_t> parse_http_date(std::string_view s, std::time_t now = std::time(nullptr));
+std::optional<std::time_t> parse_http_date(std::string_view s,
+                                           std::time_t now = std::time(nullptr));
 
 // The result of applying a Range field to a representation of `size` bytes (RFC 9110 §14.2).
 struct ByteRange {

@@ -22,9 +22,8 @@ constexpr auto tchar_table = [] {
 constexpr bool is_tchar(unsigned char c) noexcept { return tchar_table[c]; }
 
 bool is_token(std::string_view s) noexcept {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return is_tchar(static_cast<unsigned char>(c));
-  });
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return is_tchar(static_cast<unsigned char>(c)); });
 }
 
 // RFC 9110 §5.5: field-value characters are VCHAR, obs-text, SP and HTAB.
@@ -111,9 +110,9 @@ bool HttpRequestDecoder::is_idle() const noexcept {
 }
 
 void HttpRequestDecoder::grow_head() {
-  const std::size_t capacity =
-      head_capacity_ == 0 ? std::min(initial_buffer_capacity, config_.max_header_bytes)
-                          : std::min(head_capacity_ * 2, config_.max_header_bytes);
+  const std::size_t capacity = head_capacity_ == 0
+                                   ? std::min(initial_buffer_capacity, config_.max_header_bytes)
+                                   : std::min(head_capacity_ * 2, config_.max_header_bytes);
   auto bigger = std::make_unique_for_overwrite<char[]>(capacity);  // not zero-filled
   if (head_len_ > 0) {
     std::memcpy(bigger.get(), head_.get(), head_len_);
@@ -303,9 +302,8 @@ bool HttpRequestDecoder::parse_request_line(std::string_view line) {
     fail(HttpStatus::bad_request, "invalid method");
     return false;
   }
-  if (target.empty() || !std::all_of(target.begin(), target.end(), [](char c) {
-        return c > 0x20 && c < 0x7f;
-      })) {
+  if (target.empty() ||
+      !std::all_of(target.begin(), target.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
     fail(HttpStatus::bad_request, "invalid request target");
     return false;
   }

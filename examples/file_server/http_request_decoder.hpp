@@ -163,10 +163,10 @@ class HttpRequestDecoder {
   std::unique_ptr<char[]> head_;  // head_capacity_ bytes, allocated on first byte
   std::size_t head_capacity_ = 0;
   std::size_t head_len_ = 0;
-  std::size_t line_start_ = 0;       // offset in head_ of the line being read
-  bool request_line_done_ = false;   // the first LF of the head has been seen
+  std::size_t line_start_ = 0;      // offset in head_ of the line being read
+  bool request_line_done_ = false;  // the first LF of the head has been seen
   std::size_t leading_empty_lines_ = 0;
-  bool leading_cr_ = false;          // a CR of an ignored empty line is pending its LF
+  bool leading_cr_ = false;  // a CR of an ignored empty line is pending its LF
   std::uint64_t body_left_ = 0;
   HttpRequest request_;
   HttpStatus error_status_ = HttpStatus::bad_request;

@@ -6,17 +6,17 @@ namespace niox::http {
 
 HttpServerConnection::HttpServerConnection(const StaticFileResponder& responder,
                                            HttpDecoderConfig decoder,
-                                           std::size_t max_queued_responses,
-                                           OpenFileCache* cache)
+                                           std::size_t max_queued_responses, OpenFileCache* cache)
     : responder_(responder),
       cache_(cache),
-      decoder_(decoder), max_queued_(std::max<std::size_t>(max_queued_responses, 1)) {}
+      decoder_(decoder),
+      max_queued_(std::max<std::size_t>(max_queued_responses, 1)) {}
 
-void HttpServerConnection::on_read(ByteBuffer& in, std::vector<HttpResponse>& out, std::time_t now) {
+void HttpServerConnection::on_read(ByteBuffer& in, std::vector<HttpResponse>& out,
+                                   std::time_t now) {
   while (!closing_ && out.size() < max_queued_) {
     switch (decoder_.decode(in)) {
-      case DecodeStatus::need_more:
-        return;
+      case DecodeStatus::need_more: return;
       case DecodeStatus::request:
         out.push_back(responder_.respond(decoder_.request(), now, cache_));
         closing_ = !out.back().keep_alive;

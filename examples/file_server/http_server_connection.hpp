@@ -34,13 +34,15 @@ class HttpServerConnection {
  public:
   // `responder` and `cache` (optional, the event loop's, see OpenFileCache) must outlive the
   // connection.
-  explicit HttpServerConnection(const StaticFileResponder& responder, HttpDecoderConfig decoder = {},
+  explicit HttpServerConnection(const StaticFileResponder& responder,
+                                HttpDecoderConfig decoder = {},
                                 std::size_t max_queued_responses = 32,
                                 OpenFileCache* cache = nullptr);
 
   // Decodes requests from in's [position, limit), advancing the position past what was used,
   // and appends one response per request to `out`. See the class comment for when it stops.
-  void on_read(ByteBuffer& in, std::vector<HttpResponse>& out, std::time_t now = std::time(nullptr));
+  void on_read(ByteBuffer& in, std::vector<HttpResponse>& out,
+               std::time_t now = std::time(nullptr));
 
   // True once a response that closes the connection has been produced.
   bool is_closing() const noexcept { return closing_; }

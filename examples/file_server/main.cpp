@@ -212,7 +212,8 @@ class HttpServerHandler final : public ChannelHandler {
   std::string pending_;
   bool closing_ = false;
   std::chrono::nanoseconds head_timeout_;
-  std::uint64_t acked_at_last_idle_ = 0;  // TCP_INFO bytes acked by the peer, at the last idle event
+  std::uint64_t acked_at_last_idle_ =
+      0;  // TCP_INFO bytes acked by the peer, at the last idle event
   std::optional<std::chrono::steady_clock::time_point> head_started_;  // of the incomplete request
 };
 
@@ -315,10 +316,10 @@ int main(int argc, char** argv) {
                                                std::chrono::nanoseconds::zero(),
                                                std::chrono::nanoseconds::zero(), idle_timeout));
           }
-          ch.pipeline().add_last("http", std::make_shared<HttpServerHandler>(
-                                             responder, decoder,
-                                             it == cache_of.end() ? nullptr : it->second,
-                                             idle_timeout));
+          ch.pipeline().add_last(
+              "http",
+              std::make_shared<HttpServerHandler>(
+                  responder, decoder, it == cache_of.end() ? nullptr : it->second, idle_timeout));
         }));
   };
   p.banner = [&](const SocketAddress& bound, EventLoopGroup& workers) {

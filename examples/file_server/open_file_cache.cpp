@@ -6,7 +6,8 @@
 
 namespace niox::http {
 
-bool OpenFileCache::still_valid(const FileRoot& root, Entry& e, Clock::time_point now) const noexcept {
+bool OpenFileCache::still_valid(const FileRoot& root, Entry& e,
+                                Clock::time_point now) const noexcept {
   if (now - e.checked_at < config_.valid) {
     return true;
   }

@@ -30,13 +30,13 @@
 namespace niox::http {
 
 struct CachedFile {
-  std::string path;              // what was opened ("docs/index.html"), for Content-Type
+  std::string path;  // what was opened ("docs/index.html"), for Content-Type
   std::uint64_t size = 0;
   std::time_t mtime = 0;
   bool directory_index = false;
-  FileIdentity identity;         // of the file when it was opened
-  ByteBuffer content;            // the whole file when it is small, else empty
-  FileDescriptor fd;                   // the open file when it is not kept in memory
+  FileIdentity identity;  // of the file when it was opened
+  ByteBuffer content;     // the whole file when it is small, else empty
+  FileDescriptor fd;      // the open file when it is not kept in memory
   bool in_memory() const noexcept { return !fd.valid(); }
 };
 
@@ -46,7 +46,7 @@ class OpenFileCache {
 
   struct Config {
     std::size_t max_entries = 1024;
-    std::size_t max_file_bytes = 16 * 1024;        // larger files keep a descriptor instead
+    std::size_t max_file_bytes = 16 * 1024;  // larger files keep a descriptor instead
     std::size_t max_total_bytes = 16 * 1024 * 1024;
     std::chrono::milliseconds valid{100};  // an entry is used this long without a check
   };
@@ -80,7 +80,9 @@ class OpenFileCache {
   };
   struct Hash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
   };
   using List = std::list<Entry>;
 

@@ -123,7 +123,8 @@ std::string directory_redirect_location(const RequestPath& path, std::string_vie
   // RFC 3986 §3.3: pchar = unreserved / pct-encoded / sub-delims / ":" / "@"
   auto plain = [](unsigned char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           std::string_view("-._~!$&'()*+,;=:@").find(static_cast<char>(c)) != std::string_view::npos;
+           std::string_view("-._~!$&'()*+,;=:@").find(static_cast<char>(c)) !=
+               std::string_view::npos;
   };
   static constexpr char hex[] = "0123456789ABCDEF";
   std::string location = "/";

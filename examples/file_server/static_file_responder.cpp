@@ -58,9 +58,9 @@ StaticFileResponder::StaticFileResponder(const FileRoot& root, StaticFileConfig 
     : root_(root), config_(std::move(config)) {}
 
 HttpResponse StaticFileResponder::text_response(HttpStatus status, bool keep_alive, bool http10,
-                                                 bool head_only, std::time_t now,
-                                                 std::uint64_t size_for_416,
-                                                 std::string_view location) const {
+                                                bool head_only, std::time_t now,
+                                                std::uint64_t size_for_416,
+                                                std::string_view location) const {
   HttpResponse r;
   r.status = status;
   r.keep_alive = keep_alive && code(status) < 500;
@@ -88,7 +88,8 @@ HttpResponse StaticFileResponder::text_response(HttpStatus status, bool keep_ali
   return r;
 }
 
-HttpResponse StaticFileResponder::respond_to_decode_error(HttpStatus status, std::time_t now) const {
+HttpResponse StaticFileResponder::respond_to_decode_error(HttpStatus status,
+                                                          std::time_t now) const {
   return text_response(status, false, false, false, now);
 }
 
@@ -112,7 +113,8 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
     return text_response(path.status, request.keep_alive(), http10, head_only, now);
   }
   const auto steady_now = OpenFileCache::Clock::now();
-  const CachedFile* cached = cache != nullptr ? cache->find(root_, path.relative, steady_now) : nullptr;
+  const CachedFile* cached =
+      cache != nullptr ? cache->find(root_, path.relative, steady_now) : nullptr;
   OpenResult opened;
   if (cached == nullptr) {
     opened = root_.open(path.relative);
@@ -141,11 +143,11 @@ HttpResponse StaticFileResponder::respond(const HttpRequest& request, std::time_
   std::error_code ec;
   FileDescriptor fd = cached->fd.dup(ec);
   if (!fd) {
-    const bool out_of_descriptors = ec == std::errc::too_many_files_open ||
-                                    ec == std::errc::too_many_files_open_in_system;
-    return text_response(out_of_descriptors ? HttpStatus::service_unavailable
-                                            : HttpStatus::internal_server_error,
-                         false, http10, head_only, now);
+    const bool out_of_descriptors =
+        ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system;
+    return text_response(
+        out_of_descriptors ? HttpStatus::service_unavailable : HttpStatus::internal_server_error,
+        false, http10, head_only, now);
   }
   return plan_file(request, meta, nullptr, std::move(fd), now);
 }
@@ -199,7 +201,7 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
   }
   if (range.kind == ByteRange::Kind::unsatisfiable) {
     return text_response(HttpStatus::range_not_satisfiable, keep_alive, http10, head_only, now,
-                          file.size);
+                         file.size);
   }
 
   HttpResponse r;

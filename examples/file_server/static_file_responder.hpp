@@ -58,12 +58,12 @@ struct StaticFileConfig {
 // into its outbound queue) until the last byte is written.
 struct HttpResponse {
   HttpStatus status = HttpStatus::ok;
-  ByteBuffer head;                 // status line, fields, empty line; [position, limit) to send
-  ByteBuffer body;                 // in-memory body, possibly empty
-  FileDescriptor file;                   // the file region to send after head and body, if any
+  ByteBuffer head;      // status line, fields, empty line; [position, limit) to send
+  ByteBuffer body;      // in-memory body, possibly empty
+  FileDescriptor file;  // the file region to send after head and body, if any
   std::uint64_t file_offset = 0;
   std::uint64_t file_count = 0;
-  bool keep_alive = true;          // false: close the connection once everything is written
+  bool keep_alive = true;  // false: close the connection once everything is written
 
   bool has_file_region() const noexcept { return file.valid() && file_count > 0; }
   // Bytes on the wire: head + body + file region.
@@ -96,8 +96,8 @@ class StaticFileResponder {
 
  private:
   HttpResponse text_response(HttpStatus status, bool keep_alive, bool http10, bool head_only,
-                              std::time_t now, std::uint64_t size_for_416 = 0,
-                              std::string_view location = {}) const;
+                             std::time_t now, std::uint64_t size_for_416 = 0,
+                             std::string_view location = {}) const;
 
   // What a file response needs to know about the file, wherever it comes from.
   struct FileMeta {
@@ -107,8 +107,8 @@ class StaticFileResponder {
   };
   // Plans the response for a file: its body comes from `content` (the whole file in memory,
   // sliced without copying) when given, else from `fd` (read if small, a region if large).
-  HttpResponse plan_file(const HttpRequest& request, const FileMeta& meta, const ByteBuffer* content,
-                         FileDescriptor fd, std::time_t now) const;
+  HttpResponse plan_file(const HttpRequest& request, const FileMeta& meta,
+                         const ByteBuffer* content, FileDescriptor fd, std::time_t now) const;
   HttpResponse redirect_to_directory(const HttpRequest& request, const RequestPath& path,
                                      std::time_t now) const;
 

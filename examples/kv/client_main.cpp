@@ -16,9 +16,9 @@ int main(int argc, char** argv) {
     std::cout << usage;
     return 0;
   }
-  if (a.size() < 4 || a[0] != "--to" || !((a[2] == "get" && a.size() == 4) ||
-                                          (a[2] == "del" && a.size() == 4) ||
-                                          (a[2] == "put" && a.size() == 5))) {
+  if (a.size() < 4 || a[0] != "--to" ||
+      !((a[2] == "get" && a.size() == 4) || (a[2] == "del" && a.size() == 4) ||
+        (a[2] == "put" && a.size() == 5))) {
     std::cerr << usage;
     return 2;
   }
@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    InetSocketAddress to(a[1].substr(0, colon), static_cast<std::uint16_t>(std::stoul(a[1].substr(colon + 1))));
+    InetSocketAddress to(a[1].substr(0, colon),
+                         static_cast<std::uint16_t>(std::stoul(a[1].substr(colon + 1))));
     EventLoopGroup group(1);
     kv::KvClient client(group, to);
     kv::KvClient::Reply r;
@@ -42,11 +43,13 @@ int main(int argc, char** argv) {
       r = client.put(a[3], std::move(v)).get();
     }
     if (r.status != kv::Status::ok) {
-      std::cerr << "kv_client: " << (r.status == kv::Status::not_found ? "not found" : "refused") << "\n";
+      std::cerr << "kv_client: " << (r.status == kv::Status::not_found ? "not found" : "refused")
+                << "\n";
       return 1;
     }
     auto bytes = r.value.bytes();
-    std::cout.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    std::cout.write(reinterpret_cast<const char*>(bytes.data()),
+                    static_cast<std::streamsize>(bytes.size()));
     if (a[2] == "get") std::cout << "\n";
     return 0;
   } catch (const std::exception& e) {

@@ -153,15 +153,9 @@ class KvServerHandler final : public ChannelHandler {
           resp.status = Status::not_found;
         }
         break;
-      case Op::put:
-        store_.put(std::move(r.key), std::move(r.value));
-        break;
-      case Op::del:
-        resp.status = store_.erase(r.key) ? Status::ok : Status::not_found;
-        break;
-      default:
-        resp.status = Status::bad_request;
-        break;
+      case Op::put: store_.put(std::move(r.key), std::move(r.value)); break;
+      case Op::del: resp.status = store_.erase(r.key) ? Status::ok : Status::not_found; break;
+      default: resp.status = Status::bad_request; break;
     }
     ctx.write(encode(resp));
     if (value.has_remaining()) {
@@ -188,8 +182,9 @@ class KvServerHandler final : public ChannelHandler {
     }
     finishing_ = true;
     auto channel = ctx.channel().shared_from_this();
-    ctx.write_and_flush(ByteBuffer()).add_listener(
-        [channel](const std::error_code&) { channel->close(); });
+    ctx.write_and_flush(ByteBuffer()).add_listener([channel](const std::error_code&) {
+      channel->close();
+    });
   }
 
   KvStore& store_;

@@ -38,11 +38,16 @@ Checksum& Checksum::update(std::span<const std::byte> data) noexcept {
 }
 
 std::uint64_t Checksum::digest() const noexcept {
-  return algorithm_ == ChecksumAlgorithm::xxh64 ? XXH64_digest(&xxh64_) : XXH3_64bits_digest(&xxh3_);
+  return algorithm_ == ChecksumAlgorithm::xxh64 ? XXH64_digest(&xxh64_)
+                                                : XXH3_64bits_digest(&xxh3_);
 }
 
-std::uint64_t xxh3_64(std::span<const std::byte> data) noexcept { return XXH3_64bits(data.data(), data.size()); }
-std::uint64_t xxh3_64(std::string_view text) noexcept { return XXH3_64bits(text.data(), text.size()); }
+std::uint64_t xxh3_64(std::span<const std::byte> data) noexcept {
+  return XXH3_64bits(data.data(), data.size());
+}
+std::uint64_t xxh3_64(std::string_view text) noexcept {
+  return XXH3_64bits(text.data(), text.size());
+}
 std::uint64_t xxh64(std::span<const std::byte> data, std::uint64_t seed) noexcept {
   return XXH64(data.data(), data.size(), seed);
 }
@@ -130,11 +135,13 @@ bool FileHasher::map_window(int fd, std::uint64_t offset) noexcept {
   // Only what the file holds now is mapped: bytes of a last page past the end would read as
   // zeros instead of failing. Past the end, pread finds the end.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) <= offset) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::uint64_t>(st.st_size) <= offset) {
     return false;
   }
   const std::uint64_t base = offset & ~(align - 1);
-  const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(window, static_cast<std::uint64_t>(st.st_size) - base));
+  const auto len = static_cast<std::size_t>(
+      std::min<std::uint64_t>(window, static_cast<std::uint64_t>(st.st_size) - base));
   void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(base));
   if (m == MAP_FAILED) {
     return false;

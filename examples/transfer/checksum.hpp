@@ -82,7 +82,8 @@ class FileHasher {
 
   // Adds `count` bytes of the file `fd` from `offset` to `hash`. Errors as checksum_file; on an
   // error `hash` holds an unspecified part of the range.
-  void update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count, std::error_code& ec);
+  void update(Checksum& hash, int fd, std::uint64_t offset, std::uint64_t count,
+              std::error_code& ec);
 
   // Unmaps the window; the next update() maps again.
   void release() noexcept;
@@ -90,7 +91,8 @@ class FileHasher {
  private:
   bool map_window(int fd, std::uint64_t offset) noexcept;
   bool covers(int fd, std::uint64_t offset) const noexcept {
-    return map_ != nullptr && fd == fd_ && offset >= map_offset_ && offset - map_offset_ < map_length_;
+    return map_ != nullptr && fd == fd_ && offset >= map_offset_ &&
+           offset - map_offset_ < map_length_;
   }
 
   int fd_ = -1;

@@ -83,7 +83,8 @@ std::vector<SocketAddress> resolve(const HostPort& hp) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_ADDRCONFIG;
   addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res); rc != 0) {
+  if (int rc = ::getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res);
+      rc != 0) {
     die("cannot resolve '" + hp.host + "': " + ::gai_strerror(rc));
   }
   std::vector<SocketAddress> out;
@@ -112,17 +113,19 @@ class Sender {
         finish(fail(ec, "cannot connect to " + to_.to_string()));
         return;
       }
-      loop_.write(fd_.get(), std::move(plan_.header_bytes), [this](std::error_code ec, std::size_t, ByteBuffer) {
-        if (finished_) return;
-        if (ec) {
-          finish(fail(ec, "sending the header"));
-          return;
-        }
-        // The verdict is awaited while the body is still being sent: a receiver that gives up
-        // early (a refused name, a full disk) answers at once, and the sender stops sending.
-        await_reply(ByteBuffer::allocate(reply_size + 2 + max_reason_length));
-        send_body();
-      });
+      loop_.write(
+          fd_.get(), std::move(plan_.header_bytes),
+          [this](std::error_code ec, std::size_t, ByteBuffer) {
+            if (finished_) return;
+            if (ec) {
+              finish(fail(ec, "sending the header"));
+              return;
+            }
+            // The verdict is awaited while the body is still being sent: a receiver that gives up
+            // early (a refused name, a full disk) answers at once, and the sender stops sending.
+            await_reply(ByteBuffer::allocate(reply_size + 2 + max_reason_length));
+            send_body();
+          });
     });
     loop_.run();
     // Whatever is still pending ends here (operation_aborted), while this object is alive.
@@ -193,8 +196,8 @@ class Sender {
   // Called whenever the body or the reply made progress: finishes once the outcome is known.
   void decide() {
     if (finished_) return;
-    const bool connection_broken = body_error_ == std::errc::broken_pipe ||
-                                   body_error_ == std::errc::connection_reset;
+    const bool connection_broken =
+        body_error_ == std::errc::broken_pipe || body_error_ == std::errc::connection_reset;
     if (body_error_ && !connection_broken) {
       // Our side failed (the file could not be read, or it shrank): no verdict will come.
       finish(fail(body_error_, "sending the body"));
@@ -291,9 +294,13 @@ class Receiver {
   using Clock = std::chrono::steady_clock;
 
   // Owns `listen_fd` and closes it through `loop` when run() returns.
-  Receiver(EventLoop& loop, FileDescriptor listen_fd, TransferReceiver& rx, ReceiverTimeouts timeouts,
-           std::uint64_t max_size)
-      : loop_(loop), listen_fd_(std::move(listen_fd)), rx_(rx), timeouts_(timeouts), max_size_(max_size) {}
+  Receiver(EventLoop& loop, FileDescriptor listen_fd, TransferReceiver& rx,
+           ReceiverTimeouts timeouts, std::uint64_t max_size)
+      : loop_(loop),
+        listen_fd_(std::move(listen_fd)),
+        rx_(rx),
+        timeouts_(timeouts),
+        max_size_(max_size) {}
 
   int run() {
     int p[2];
@@ -329,39 +336,43 @@ class Receiver {
 
  private:
   void read_header() {
-    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(4096), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      sender_answered();
-      if (ending_) return;
-      if (ec || n == 0) {
-        rx_.abort();
-        finish(report(exit_failed, "reading the header: " +
-                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
-        return;
-      }
-      b.flip();
-      if (auto e = rx_.on_header_bytes(b)) {
-        give_up(TransferStatus::refused, exit_failed, "refused the header: " + header_problem(e));
-        return;
-      }
-      if (rx_.phase() == TransferReceiver::Phase::header) {
-        read_header();
-        return;
-      }
-      stop_timer();  // the header's
-      progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
-      if (auto e = rx_.reserve_body()) {
-        refuse_reservation(e);
-        return;
-      }
-      if (auto e = rx_.on_body_bytes(b)) {
-        give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
-                "writing the file: " + e.message());
-        return;
-      }
-      rx_.on_trailer_bytes(b);
-      start_idle_timer();
-      receive_body();
-    }));
+    waiting_for_sender(loop_.read(
+        fd_.get(), ByteBuffer::allocate(4096),
+        [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+          sender_answered();
+          if (ending_) return;
+          if (ec || n == 0) {
+            rx_.abort();
+            finish(report(exit_failed,
+                          "reading the header: " +
+                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+            return;
+          }
+          b.flip();
+          if (auto e = rx_.on_header_bytes(b)) {
+            give_up(TransferStatus::refused, exit_failed,
+                    "refused the header: " + header_problem(e));
+            return;
+          }
+          if (rx_.phase() == TransferReceiver::Phase::header) {
+            read_header();
+            return;
+          }
+          stop_timer();  // the header's
+          progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
+          if (auto e = rx_.reserve_body()) {
+            refuse_reservation(e);
+            return;
+          }
+          if (auto e = rx_.on_body_bytes(b)) {
+            give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
+                    "writing the file: " + e.message());
+            return;
+          }
+          rx_.on_trailer_bytes(b);
+          start_idle_timer();
+          receive_body();
+        }));
   }
 
   // socket → pipe, then pipe → file at the body offset, until the body is complete.
@@ -379,20 +390,23 @@ class Receiver {
       refuse_reservation(e);
       return;
     }
-    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
-    waiting_for_sender(loop_.splice(fd_.get(), -1, pipe_w_.get(), -1, want, [this](std::error_code ec, std::size_t n) {
-      sender_answered();
-      if (ending_) return;
-      if (ec || n == 0) {
-        // The sender went away (or the stream broke) before the whole body arrived.
-        rx_.abort();
-        finish(report(exit_failed, "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
-                                       std::to_string(rx_.header().size) + " bytes: " +
-                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
-        return;
-      }
-      drain_pipe(n);
-    }));
+    std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
+    waiting_for_sender(loop_.splice(
+        fd_.get(), -1, pipe_w_.get(), -1, want, [this](std::error_code ec, std::size_t n) {
+          sender_answered();
+          if (ending_) return;
+          if (ec || n == 0) {
+            // The sender went away (or the stream broke) before the whole body arrived.
+            rx_.abort();
+            finish(report(exit_failed,
+                          "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
+                              std::to_string(rx_.header().size) + " bytes: " +
+                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+            return;
+          }
+          drain_pipe(n);
+        }));
   }
 
   void drain_pipe(std::size_t left) {
@@ -428,24 +442,26 @@ class Receiver {
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
-                                  [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      sender_answered();
-      if (ending_) return;
-      if (ec || n == 0) {
-        rx_.abort();
-        finish(report(exit_failed, "reading the checksum after the body: " +
-                                       (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
-        return;
-      }
-      b.flip();
-      rx_.on_trailer_bytes(b);
-      if (rx_.phase() == TransferReceiver::Phase::trailer) {
-        read_trailer();
-      } else {
-        verify();
-      }
-    }));
+    waiting_for_sender(loop_.read(
+        fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
+        [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+          sender_answered();
+          if (ending_) return;
+          if (ec || n == 0) {
+            rx_.abort();
+            finish(report(exit_failed,
+                          "reading the checksum after the body: " +
+                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+            return;
+          }
+          b.flip();
+          rx_.on_trailer_bytes(b);
+          if (rx_.phase() == TransferReceiver::Phase::trailer) {
+            read_trailer();
+          } else {
+            verify();
+          }
+        }));
   }
 
   void verify() {
@@ -455,7 +471,8 @@ class Receiver {
     TransferStatus status = rx_.finish(ec);
     if (status != TransferStatus::ok) {
       if (!ec) ec = make_error_code(TransferErrc::receiver_failed);
-      give_up(status, no_room(ec) ? exit_no_room : exit_failed, ec.message(), "the file was not stored");
+      give_up(status, no_room(ec) ? exit_no_room : exit_failed, ec.message(),
+              "the file was not stored");
       return;
     }
     ending_ = true;
@@ -469,7 +486,8 @@ class Receiver {
   // Why a header was refused, in the words the sender's user sees too.
   std::string header_problem(std::error_code e) const {
     if (e == TransferErrc::file_too_large) {
-      return "the file (" + std::to_string(rx_.header().size) + " bytes) is larger than the receiver accepts (--max-size " +
+      return "the file (" + std::to_string(rx_.header().size) +
+             " bytes) is larger than the receiver accepts (--max-size " +
              std::to_string(max_size_) + ")";
     }
     return e.message();
@@ -480,17 +498,20 @@ class Receiver {
     if (e == TransferErrc::no_space) {
       give_up(TransferStatus::write_failed, exit_no_room,
               "not enough space for " + std::to_string(size) + " bytes (" + format_bytes(size) +
-                  "): the receiver's file system has " + format_bytes(rx_.available_space()) + " free");
+                  "): the receiver's file system has " + format_bytes(rx_.available_space()) +
+                  " free");
       return;
     }
-    std::string where = rx_.body_offset() == 0 ? "" : " (after " + std::to_string(rx_.body_offset()) + " arrived)";
+    std::string where =
+        rx_.body_offset() == 0 ? "" : " (after " + std::to_string(rx_.body_offset()) + " arrived)";
     give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
             "no room for " + std::to_string(size) + " bytes" + where + ": " + e.message());
   }
 
   // The transfer is over without a file: removes what was written, says why (here, and to the
   // sender, with `status`), then exits with `exit_status`. `context` prefixes only the local line.
-  void give_up(TransferStatus status, int exit_status, const std::string& reason, const std::string& context = {}) {
+  void give_up(TransferStatus status, int exit_status, const std::string& reason,
+               const std::string& context = {}) {
     ending_ = true;
     stop_timer();
     rx_.abort();
@@ -514,8 +535,9 @@ class Receiver {
     if (timeouts_.header.count() <= 0) return;
     timer_ = loop_.schedule(timeouts_.header, [this] {
       if (ending_ || rx_.phase() != TransferReceiver::Phase::header) return;
-      time_out(exit_header_timeout, "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
-                                        std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
+      time_out(exit_header_timeout,
+               "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
+                   std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
     });
   }
 
@@ -539,8 +561,10 @@ class Receiver {
       }
       const std::string after = rx_.phase() == TransferReceiver::Phase::trailer
                                     ? "the body, waiting for its checksum"
-                                    : std::to_string(rx_.body_offset()) + " of " + std::to_string(rx_.header().size) + " bytes";
-      time_out(exit_idle_timeout, "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
+                                    : std::to_string(rx_.body_offset()) + " of " +
+                                          std::to_string(rx_.header().size) + " bytes";
+      time_out(exit_idle_timeout,
+               "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
     });
   }
 
@@ -568,30 +592,32 @@ class Receiver {
   // passes, then `then`.
   template <class F>
   void reply(TransferStatus status, const std::string& reason, F then) {
-    loop_.write(fd_.get(), encode_reply(status, reason), [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
-      if (stopped_) return;
-      if (ec || status == TransferStatus::ok) {
-        then();
-        return;
-      }
-      ::shutdown(fd_.get(), SHUT_WR);
-      lingering_ = true;
-      after_linger_ = then;
-      linger_timer_ = loop_.schedule(linger_time, [this] { end_linger(); });
-      drain(ByteBuffer::allocate(64 * 1024));
-    });
+    loop_.write(fd_.get(), encode_reply(status, reason),
+                [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
+                  if (stopped_) return;
+                  if (ec || status == TransferStatus::ok) {
+                    then();
+                    return;
+                  }
+                  ::shutdown(fd_.get(), SHUT_WR);
+                  lingering_ = true;
+                  after_linger_ = then;
+                  linger_timer_ = loop_.schedule(linger_time, [this] { end_linger(); });
+                  drain(ByteBuffer::allocate(64 * 1024));
+                });
   }
 
   void drain(ByteBuffer buf) {
-    drain_op_ = loop_.read(fd_.get(), std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      if (!lingering_) return;
-      if (ec || n == 0) {
-        end_linger();
-        return;
-      }
-      b.clear();
-      drain(std::move(b));
-    });
+    drain_op_ = loop_.read(fd_.get(), std::move(buf),
+                           [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+                             if (!lingering_) return;
+                             if (ec || n == 0) {
+                               end_linger();
+                               return;
+                             }
+                             b.clear();
+                             drain(std::move(b));
+                           });
   }
 
   void end_linger() {
@@ -627,8 +653,8 @@ class Receiver {
   FileDescriptor pipe_r_;
   FileDescriptor pipe_w_;
   int status_ = exit_failed;
-  bool ending_ = false;   // the transfer is over (refused, failed or verified): its handlers stop
-  bool stopped_ = false;  // the loop is stopping
+  bool ending_ = false;    // the transfer is over (refused, failed or verified): its handlers stop
+  bool stopped_ = false;   // the loop is stopping
   ScheduledFuture timer_;  // the header timer, then the idle timer
   bool idle_active_ = false;
   OperationHandle sender_op_;  // the read or splice from the socket in flight
@@ -655,7 +681,8 @@ int run_recv(const TransferOptions& o) {
   int lfd = ::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 || ::listen(lfd, 4) != 0) {
+  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 ||
+      ::listen(lfd, 4) != 0) {
     die("cannot listen on " + where.to_string() + ": " +
         std::error_code(errno, std::system_category()).message());
   }

@@ -32,7 +32,8 @@ class ProgressReporter {
   using Clock = std::chrono::steady_clock;
 
   // Draws on `fd` only if isatty(fd); `total` is the number of bytes expected.
-  explicit ProgressReporter(std::uint64_t total, int fd = 2, Clock::time_point start = Clock::now());
+  explicit ProgressReporter(std::uint64_t total, int fd = 2,
+                            Clock::time_point start = Clock::now());
   // Draws on `fd` when `enabled`, whatever `fd` is (tests).
   ProgressReporter(std::uint64_t total, int fd, bool enabled, Clock::time_point start);
 

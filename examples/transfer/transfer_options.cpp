@@ -24,8 +24,8 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string& erro
       return std::nullopt;
     }
     if (text.find(':') != colon) {
-      error = "put an IPv6 address in brackets: [" + std::string(text.substr(0, colon)) + "]:" +
-              std::string(text.substr(colon + 1));
+      error = "put an IPv6 address in brackets: [" + std::string(text.substr(0, colon)) +
+              "]:" + std::string(text.substr(colon + 1));
       return std::nullopt;
     }
     hp.host = text.substr(0, colon);
@@ -104,11 +104,11 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
     }
     const std::string_view name = reader.name();
     const bool send = o.mode == TransferOptions::Mode::send;
-    const bool known = name == "--backend" ||
-                       (send ? name == "--to"
-                             : (name == "--port" || name == "--bind" || name == "--out" ||
-                                name == "--max-size" || name == "--header-timeout" ||
-                                name == "--idle-timeout"));
+    const bool known =
+        name == "--backend" ||
+        (send ? name == "--to"
+              : (name == "--port" || name == "--bind" || name == "--out" || name == "--max-size" ||
+                 name == "--header-timeout" || name == "--idle-timeout"));
     if (!known) {
       error = "unknown option '" + std::string(name) + "' for " + (send ? "send" : "recv");
       return std::nullopt;
@@ -137,7 +137,8 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
         return std::nullopt;
       }
     } else if (name == "--header-timeout" || name == "--idle-timeout") {
-      double& seconds = name == "--header-timeout" ? o.header_timeout_seconds : o.idle_timeout_seconds;
+      double& seconds =
+          name == "--header-timeout" ? o.header_timeout_seconds : o.idle_timeout_seconds;
       if (!parse_number<double>(*value, 0.0, 86400.0, seconds)) {
         error = examples::invalid_value(name, *value, "expected seconds, 0-86400");
         return std::nullopt;
@@ -155,12 +156,16 @@ std::optional<TransferOptions> parse_transfer_args(std::span<const std::string_v
       error = "expected 'send' or 'recv' (see --help)";
       return std::nullopt;
     case TransferOptions::Mode::send:
-      if (o.file.empty()) error = "send needs a FILE";
-      else if (o.to.host.empty()) error = "send needs --to HOST:PORT";
+      if (o.file.empty())
+        error = "send needs a FILE";
+      else if (o.to.host.empty())
+        error = "send needs --to HOST:PORT";
       break;
     case TransferOptions::Mode::recv:
-      if (!have_port) error = "recv needs --port P";
-      else if (o.out.empty()) error = "recv needs --out PATH";
+      if (!have_port)
+        error = "recv needs --port P";
+      else if (o.out.empty())
+        error = "recv needs --out PATH";
       break;
   }
   if (!error.empty()) {

@@ -53,9 +53,7 @@ std::size_t name_limit(const TransferLimits& limits) noexcept {
   return std::min<std::size_t>(limits.max_name_length, 255);
 }
 
-HeaderDecodeResult failure(TransferErrc e) {
-  return {DecodeStatus::error, 0, make_error_code(e)};
-}
+HeaderDecodeResult failure(TransferErrc e) { return {DecodeStatus::error, 0, make_error_code(e)}; }
 
 }  // namespace
 

@@ -85,7 +85,7 @@ const std::error_category& transfer_category() noexcept;
 std::error_code make_error_code(TransferErrc e) noexcept;
 
 struct TransferLimits {
-  std::size_t max_name_length = 255;            // NAME_MAX; larger values are clamped to it
+  std::size_t max_name_length = 255;  // NAME_MAX; larger values are clamped to it
   std::uint64_t max_file_size = std::uint64_t{1} << 40;  // 1 TiB
 };
 

@@ -44,7 +44,8 @@ SendPlan prepare_send(const std::string& path, std::error_code& ec, const Transf
     ec = std::make_error_code(std::errc::invalid_argument);
     return {};
   }
-  if (int flags = ::fcntl(plan.fd.get(), F_GETFL); flags < 0 || ::fcntl(plan.fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+  if (int flags = ::fcntl(plan.fd.get(), F_GETFL);
+      flags < 0 || ::fcntl(plan.fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
     ec.assign(errno, std::system_category());
     return {};
   }
@@ -95,7 +96,8 @@ std::error_code TransferReceiver::fail(std::error_code ec) noexcept {
 
 std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
   if (phase_ != Phase::header) {
-    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted) : std::error_code{};
+    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted)
+                                   : std::error_code{};
   }
   while (true) {
     TransferHeader h;
@@ -130,7 +132,8 @@ std::error_code TransferReceiver::on_header_bytes(ByteBuffer& in) {
 
 std::error_code TransferReceiver::reserve_body() {
   if (phase_ != Phase::body && phase_ != Phase::trailer) {
-    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted) : std::error_code{};
+    return phase_ == Phase::failed ? make_error_code(std::errc::operation_not_permitted)
+                                   : std::error_code{};
   }
   if (!space_checked_) {
     space_checked_ = true;
@@ -209,7 +212,8 @@ std::size_t TransferReceiver::hash_received(std::size_t max_bytes, std::error_co
   }
   std::size_t done = 0;
   if (hashed_ < received_ && max_bytes > 0) {
-    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
+    const auto want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(received_ - hashed_, max_bytes));
     hasher_.update(hash_, file_.fd(), hashed_, want, ec);
     if (ec) {
       fail(ec);

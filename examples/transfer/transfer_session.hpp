@@ -71,7 +71,8 @@ struct SendPlan {
 // under `limits`.
 // With ChecksumPlacement::trailer the file is not read here: the header carries
 // flag_checksum_trailer, and hash_chunk() / trailer() do the hashing as the body leaves.
-SendPlan prepare_send(const std::string& path, std::error_code& ec, const TransferLimits& limits = {},
+SendPlan prepare_send(const std::string& path, std::error_code& ec,
+                      const TransferLimits& limits = {},
                       ChecksumPlacement placement = ChecksumPlacement::header);
 
 // The receiver's reply as the sender's result: empty when the file was stored and verified.
@@ -157,14 +158,14 @@ class TransferReceiver {
   TransferHeader header_;
   OutputFile file_;
   std::uint64_t received_ = 0;
-  std::uint64_t reserved_ = 0;   // [0, reserved_) allocated by reserve_body()
+  std::uint64_t reserved_ = 0;  // [0, reserved_) allocated by reserve_body()
   bool space_checked_ = false;
   std::uint64_t available_ = 0;
   std::array<std::byte, trailer_size> trailer_{};
   std::size_t trailer_len_ = 0;
-  Checksum hash_;              // over [0, hashed_) of the body, read back from the file
+  Checksum hash_;  // over [0, hashed_) of the body, read back from the file
   std::uint64_t hashed_ = 0;
-  FileHasher hasher_;          // reads the body back from file_
+  FileHasher hasher_;  // reads the body back from file_
 };
 
 }  // namespace niox::transfer

@@ -55,10 +55,24 @@ class AsioBufferSequence {
         return value_type(s.data(), s.size());
       }
     }
-    const_iterator& operator++() { ++p_; return *this; }
-    const_iterator operator++(int) { auto t = *this; ++p_; return t; }
-    const_iterator& operator--() { --p_; return *this; }
-    const_iterator operator--(int) { auto t = *this; --p_; return t; }
+    const_iterator& operator++() {
+      ++p_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      auto t = *this;
+      ++p_;
+      return t;
+    }
+    const_iterator& operator--() {
+      --p_;
+      return *this;
+    }
+    const_iterator operator--(int) {
+      auto t = *this;
+      --p_;
+      return t;
+    }
     friend bool operator==(const_iterator a, const_iterator b) { return a.p_ == b.p_; }
     friend bool operator!=(const_iterator a, const_iterator b) { return a.p_ != b.p_; }
 

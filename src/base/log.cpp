@@ -20,7 +20,8 @@ void stderr_sink(LogLevel, std::string_view message) {
 // alive while another thread replaces it.
 std::mutex sink_mutex;
 std::shared_ptr<const LogSink>& current_sink() {
-  static auto* sink = new std::shared_ptr<const LogSink>(std::make_shared<const LogSink>(stderr_sink));
+  static auto* sink =
+      new std::shared_ptr<const LogSink>(std::make_shared<const LogSink>(stderr_sink));
   return *sink;
 }
 

@@ -132,8 +132,8 @@ ByteBuffer& ByteBuffer::put(std::size_t index, const ByteBuffer& src, std::size_
 
 bool ByteBuffer::operator==(const ByteBuffer& other) const noexcept {
   return remaining() == other.remaining() &&
-         (remaining() == 0 || std::memcmp(base_ + position_, other.base_ + other.position_,
-                                          remaining()) == 0);
+         (remaining() == 0 ||
+          std::memcmp(base_ + position_, other.base_ + other.position_, remaining()) == 0);
 }
 
 std::strong_ordering ByteBuffer::operator<=>(const ByteBuffer& other) const noexcept {
@@ -204,9 +204,10 @@ bool ByteBuffer::shares_memory_with(const ByteBuffer& other) const noexcept {
 std::string hex_dump(const ByteBuffer& buffer) {
   auto data = buffer.bytes();
   std::string out;
-  out += "         +-------------------------------------------------+\n"
-         "         |  0  1  2  3  4  5  6  7  8  9  a  b  c  d  e  f |\n"
-         "+--------+-------------------------------------------------+----------------+\n";
+  out +=
+      "         +-------------------------------------------------+\n"
+      "         |  0  1  2  3  4  5  6  7  8  9  a  b  c  d  e  f |\n"
+      "+--------+-------------------------------------------------+----------------+\n";
   for (std::size_t row = 0; row < data.size(); row += 16) {
     out += fmt::format("|{:08x}|", row);
     std::string ascii;

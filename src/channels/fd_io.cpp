@@ -96,7 +96,8 @@ std::int64_t gather_write_impl(int fd, FdKind kind, std::span<ByteBuffer> srcs, 
     ++first;
   }
   // One buffer goes out with write/send from its own memory; copying only pays across several.
-  std::span<std::byte> scratch = srcs.size() - first > 1 ? thread_scratch() : std::span<std::byte>();
+  std::span<std::byte> scratch =
+      srcs.size() - first > 1 ? thread_scratch() : std::span<std::byte>();
   std::size_t coalesce_max = tiny_max;
   std::int64_t total = 0;
   IovArray iov;
@@ -105,8 +106,8 @@ std::int64_t gather_write_impl(int fd, FdKind kind, std::span<ByteBuffer> srcs, 
     if (!scratch.empty()) {
       coalesce_max = total_at_most(srcs.subspan(first), whole_max) ? whole_max : tiny_max;
     }
-    std::size_t n_iov = gather_iovecs(srcs.subspan(first), iov, max_bytes_per_call, scratch,
-                                      coalesce_max, asked);
+    std::size_t n_iov =
+        gather_iovecs(srcs.subspan(first), iov, max_bytes_per_call, scratch, coalesce_max, asked);
     if (n_iov == 0) {
       break;
     }

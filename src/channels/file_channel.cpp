@@ -23,7 +23,9 @@ off_t to_off(std::uint64_t v) {
   return static_cast<off_t>(v);
 }
 
-[[noreturn]] void throw_errno(const char* what) { throw std::system_error(detail::errno_code(), what); }
+[[noreturn]] void throw_errno(const char* what) {
+  throw std::system_error(detail::errno_code(), what);
+}
 
 // The throwing form of an error_code overload: runs io(ec) and throws what it reports.
 template <class Io>
@@ -47,7 +49,9 @@ std::string_view to_string(TransferPath path) noexcept {
 // ---- FileLock -----------------------------------------------------------------------------
 
 FileLock::FileLock(FileLock&& other) noexcept
-    : fd_(std::move(other.fd_)), position_(other.position_), size_(other.size_),
+    : fd_(std::move(other.fd_)),
+      position_(other.position_),
+      size_(other.size_),
       shared_(other.shared_) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
@@ -91,12 +95,17 @@ void FileLock::release() noexcept {
 // ---- FileChannel: life ---------------------------------------------------------------------
 
 FileChannel::FileChannel(int fd, bool readable, bool writable, bool append) noexcept
-    : fd_(std::make_shared<FileDescriptor>(fd)), readable_(readable), writable_(writable),
+    : fd_(std::make_shared<FileDescriptor>(fd)),
+      readable_(readable),
+      writable_(writable),
       append_(append) {}
 
 FileChannel::FileChannel(FileChannel&& other) noexcept
-    : NioChannel(other), fd_(std::move(other.fd_)), readable_(other.readable_),
-      writable_(other.writable_), append_(other.append_) {}
+    : NioChannel(other),
+      fd_(std::move(other.fd_)),
+      readable_(other.readable_),
+      writable_(other.writable_),
+      append_(other.append_) {}
 
 FileChannel& FileChannel::operator=(FileChannel&& other) noexcept {
   if (this != &other) {

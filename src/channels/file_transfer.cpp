@@ -132,7 +132,8 @@ bool drain_pipe(int pipe_r, int out, off_t* out_off, std::size_t len, int& err) 
 
 // in (at *in_off or its position) -> pipe -> out (at *out_off or its position). When `in` is
 // itself a pipe the intermediate one is skipped.
-Step via_splice(int in, off_t* in_off, int out, off_t* out_off, std::uint64_t count, bool in_is_pipe) {
+Step via_splice(int in, off_t* in_off, int out, off_t* out_off, std::uint64_t count,
+                bool in_is_pipe) {
   if (in_is_pipe) {
     return pump(count, [&](std::uint64_t left) {
       return ::splice(in, nullptr, out, out_off, chunk(left), SPLICE_F_MOVE);
@@ -193,7 +194,10 @@ TransferResult finish(TransferResult r, const Step& s, TransferPath path, bool& 
   r.path = path;
   switch (s.outcome) {
     case Outcome::done: stop = true; break;
-    case Outcome::eof: r.end_of_input = true; stop = true; break;
+    case Outcome::eof:
+      r.end_of_input = true;
+      stop = true;
+      break;
     case Outcome::would_block: stop = true; break;
     case Outcome::unsupported: stop = false; break;
     case Outcome::error:
@@ -239,20 +243,22 @@ TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t co
   if (out >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(out) &&
       !is_append(out)) {  // copy_file_range refuses O_APPEND targets with EBADF
     off_t off = to_off_checked(position);
-    r = finish(r, via_copy_file_range(fd(), &off, out, nullptr, want), TransferPath::copy_file_range,
-               stop, ec);
+    r = finish(r, via_copy_file_range(fd(), &off, out, nullptr, want),
+               TransferPath::copy_file_range, stop, ec);
   }
   if (!stop && out >= 0 && allowed_path(allowed, TransferPath::sendfile)) {
-    r = finish(r, via_sendfile(fd(), to_off_checked(position + r.bytes), out, want - r.bytes), TransferPath::sendfile,
-               stop, ec);
+    r = finish(r, via_sendfile(fd(), to_off_checked(position + r.bytes), out, want - r.bytes),
+               TransferPath::sendfile, stop, ec);
   }
   if (!stop && out >= 0 && allowed_path(allowed, TransferPath::splice)) {
     off_t off = to_off_checked(position + r.bytes);
-    r = finish(r, via_splice(fd(), &off, out, nullptr, want - r.bytes, false), TransferPath::splice, stop, ec);
+    r = finish(r, via_splice(fd(), &off, out, nullptr, want - r.bytes, false), TransferPath::splice,
+               stop, ec);
   }
   if (!stop && allowed_path(allowed, TransferPath::copy)) {
     r.path = TransferPath::copy;
-    ByteBuffer buf = ByteBuffer::allocate(static_cast<std::size_t>(std::min<std::uint64_t>(want, copy_chunk)));
+    ByteBuffer buf =
+        ByteBuffer::allocate(static_cast<std::size_t>(std::min<std::uint64_t>(want, copy_chunk)));
     while (r.bytes < want) {
       buf.clear();
       buf.limit(static_cast<std::size_t>(std::min<std::uint64_t>(want - r.bytes, buf.capacity())));
@@ -314,8 +320,8 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
   bool stop = false;
   if (in >= 0 && allowed_path(allowed, TransferPath::copy_file_range) && is_regular(in)) {
     off_t off = to_off_checked(position);
-    r = finish(r, via_copy_file_range(in, nullptr, fd(), &off, count), TransferPath::copy_file_range,
-               stop, ec);
+    r = finish(r, via_copy_file_range(in, nullptr, fd(), &off, count),
+               TransferPath::copy_file_range, stop, ec);
   }
   // sendfile writes at the target's own offset, which transfer_from must not move: skipped.
   if (!stop && in >= 0 && allowed_path(allowed, TransferPath::splice)) {
@@ -325,7 +331,8 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
   }
   if (!stop && allowed_path(allowed, TransferPath::copy)) {
     r.path = TransferPath::copy;
-    ByteBuffer buf = ByteBuffer::allocate(static_cast<std::size_t>(std::min<std::uint64_t>(count, copy_chunk)));
+    ByteBuffer buf =
+        ByteBuffer::allocate(static_cast<std::size_t>(std::min<std::uint64_t>(count, copy_chunk)));
     while (r.bytes < count) {
       buf.clear();
       buf.limit(static_cast<std::size_t>(std::min<std::uint64_t>(count - r.bytes, buf.capacity())));
@@ -344,8 +351,8 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
       }
       buf.flip();
       std::error_code wec;
-      std::int64_t w = detail::write_from(fd(), detail::FdKind::file, buf, to_off_checked(position + r.bytes),
-                                          true, wec);
+      std::int64_t w = detail::write_from(fd(), detail::FdKind::file, buf,
+                                          to_off_checked(position + r.bytes), true, wec);
       if (wec) {
         // Read from the source but not stored: report it even after partial progress.
         ec = wec;

@@ -285,7 +285,8 @@ int Selector::select(std::chrono::milliseconds timeout) {
   if (timeout.count() == 0) {
     return do_select(-1);  // Java: 0 waits without a time limit
   }
-  return do_select(static_cast<int>(std::min<std::int64_t>(timeout.count(), std::numeric_limits<int>::max())));
+  return do_select(
+      static_cast<int>(std::min<std::int64_t>(timeout.count(), std::numeric_limits<int>::max())));
 }
 
 int Selector::select_now() { return do_select(0); }

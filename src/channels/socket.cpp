@@ -57,8 +57,8 @@ int get_socket_option(int fd, const SocketOptionInfo& option, std::error_code& e
   ::linger l{};
   int v = 0;
   socklen_t len = linger ? sizeof l : sizeof v;
-  ec = result(::getsockopt(fd, option.level, option.name,
-                           linger ? static_cast<void*>(&l) : &v, &len));
+  ec = result(
+      ::getsockopt(fd, option.level, option.name, linger ? static_cast<void*>(&l) : &v, &len));
   if (ec || !linger) {
     return ec ? 0 : v;
   }
@@ -129,7 +129,9 @@ void Socket::bind_or_throw(const SocketAddress& local) const {
   }
 }
 
-std::error_code Socket::listen(int backlog) const noexcept { return result(::listen(fd_, backlog)); }
+std::error_code Socket::listen(int backlog) const noexcept {
+  return result(::listen(fd_, backlog));
+}
 
 int Socket::accept(std::error_code& ec) const noexcept {
   int fd;

@@ -13,7 +13,9 @@ namespace niox {
 namespace {
 sockaddr_in* v4(sockaddr_storage& s) { return reinterpret_cast<sockaddr_in*>(&s); }
 sockaddr_in6* v6(sockaddr_storage& s) { return reinterpret_cast<sockaddr_in6*>(&s); }
-const sockaddr_in* v4(const sockaddr_storage& s) { return reinterpret_cast<const sockaddr_in*>(&s); }
+const sockaddr_in* v4(const sockaddr_storage& s) {
+  return reinterpret_cast<const sockaddr_in*>(&s);
+}
 const sockaddr_in6* v6(const sockaddr_storage& s) {
   return reinterpret_cast<const sockaddr_in6*>(&s);
 }
@@ -180,8 +182,8 @@ bool operator==(const InetSocketAddress& a, const InetSocketAddress& b) noexcept
     return false;
   }
   if (a.is_ipv6()) {
-    return std::memcmp(&v6(a.storage_)->sin6_addr, &v6(b.storage_)->sin6_addr,
-                       sizeof(in6_addr)) == 0;
+    return std::memcmp(&v6(a.storage_)->sin6_addr, &v6(b.storage_)->sin6_addr, sizeof(in6_addr)) ==
+           0;
   }
   return v4(a.storage_)->sin_addr.s_addr == v4(b.storage_)->sin_addr.s_addr;
 }

@@ -30,7 +30,8 @@ EpollBackend::EpollBackend(LoopCore& core, int epfd, unsigned batch)
 EpollBackend::~EpollBackend() { ::close(ep_); }
 
 EpollBackend::Fd& EpollBackend::fd_entry(int fd) {
-  if (static_cast<std::size_t>(fd) >= fds_.size()) fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  if (static_cast<std::size_t>(fd) >= fds_.size())
+    fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
   return fds_[fd];
 }
 
@@ -168,7 +169,8 @@ void EpollBackend::wait(std::chrono::nanoseconds timeout) {
     }
     int fd = static_cast<int>(data & 0xffffffff);
     auto gen = static_cast<std::uint32_t>(data >> 32);
-    if (static_cast<std::size_t>(fd) >= fds_.size() || fds_[fd].generation != gen || !fds_[fd].registered) {
+    if (static_cast<std::size_t>(fd) >= fds_.size() || fds_[fd].generation != gen ||
+        !fds_[fd].registered) {
       continue;  // a registration that was forgotten meanwhile
     }
     Fd& f = fds_[fd];

@@ -73,7 +73,8 @@ BackendKind env_backend() {
   if (s == "epoll") return BackendKind::epoll;
   if (s != "auto") {
     static std::once_flag once;
-    std::call_once(once, [&] { log(LogLevel::warn, "ignoring NIOX_BACKEND={} (io_uring|epoll|auto)", s); });
+    std::call_once(
+        once, [&] { log(LogLevel::warn, "ignoring NIOX_BACKEND={} (io_uring|epoll|auto)", s); });
   }
   return BackendKind::automatic;
 }
@@ -192,7 +193,8 @@ Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcep
 }
 
 LoopCore::FdState& LoopCore::fd_state(int fd) {
-  if (static_cast<std::size_t>(fd) >= fds_.size()) fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  if (static_cast<std::size_t>(fd) >= fds_.size())
+    fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
   FdState& fs = fds_[fd];
   if (!fs.classified) {
     struct stat st {};
@@ -211,7 +213,10 @@ void LoopCore::link(Operation* op) {
   if (op->lane != Lane::none) {
     int l = static_cast<int>(op->lane);
     op->lane_next = nullptr;
-    if (fs.lane_tail[l]) fs.lane_tail[l]->lane_next = op; else fs.lane_head[l] = op;
+    if (fs.lane_tail[l])
+      fs.lane_tail[l]->lane_next = op;
+    else
+      fs.lane_head[l] = op;
     fs.lane_tail[l] = op;
   }
 }
@@ -219,7 +224,10 @@ void LoopCore::link(Operation* op) {
 void LoopCore::unlink(Operation* op) noexcept {
   FdState& fs = fds_[op->home_fd];
   op->home_fd = -1;
-  if (op->fd_prev) op->fd_prev->fd_next = op->fd_next; else fs.all = op->fd_next;
+  if (op->fd_prev)
+    op->fd_prev->fd_next = op->fd_next;
+  else
+    fs.all = op->fd_next;
   if (op->fd_next) op->fd_next->fd_prev = op->fd_prev;
   op->fd_prev = op->fd_next = nullptr;
   if (op->lane == Lane::none) return;
@@ -227,7 +235,10 @@ void LoopCore::unlink(Operation* op) noexcept {
   Operation* prev = nullptr;
   for (Operation* p = fs.lane_head[l]; p && p != op; p = p->lane_next) prev = p;
   bool was_head = prev == nullptr;
-  if (prev) prev->lane_next = op->lane_next; else fs.lane_head[l] = op->lane_next;
+  if (prev)
+    prev->lane_next = op->lane_next;
+  else
+    fs.lane_head[l] = op->lane_next;
   if (fs.lane_tail[l] == op) fs.lane_tail[l] = prev;
   op->lane_next = nullptr;
   Operation* next = fs.lane_head[l];
@@ -238,7 +249,8 @@ void LoopCore::unlink(Operation* op) noexcept {
 }
 
 OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
-  if (int bound = thread_tid_.load(std::memory_order_relaxed); bound != 0 && bound != current_tid()) {
+  if (int bound = thread_tid_.load(std::memory_order_relaxed);
+      bound != 0 && bound != current_tid()) {
     // The loop's state belongs to its thread: an operation started elsewhere would race with
     // it and might never be seen. Say so now instead of losing it.
     throw IllegalStateException(
@@ -247,7 +259,8 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   }
   const OpFamily& family = family_of(a.kind);
   if (family.fills_buffers) {
-    if (a.single && a.single->is_read_only() && a.single->has_remaining()) throw ReadOnlyBufferException();
+    if (a.single && a.single->is_read_only() && a.single->has_remaining())
+      throw ReadOnlyBufferException();
     for (const ByteBuffer& b : a.many) {
       if (b.is_read_only() && b.has_remaining()) throw ReadOnlyBufferException();
     }
@@ -262,8 +275,10 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   op->events = a.events;
   op->more = a.more;
   op->fn = std::move(fn);
-  if (a.single) op->bufs.push_back(std::move(*a.single));
-  else op->bufs.assign(a.many.begin(), a.many.end());
+  if (a.single)
+    op->bufs.push_back(std::move(*a.single));
+  else
+    op->bufs.assign(a.many.begin(), a.many.end());
   if (a.address) op->addrlen = a.address->to_native(op->addr);
   OperationHandle h{op->index, op->generation};
 
@@ -272,7 +287,8 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
     return h;
   }
   if (family.descriptors == 0) {
-    op->deadline = std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0));
+    op->deadline =
+        std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0));
     op->period = a.period;
     op->move_to(OpState::armed);
     arm_timer(op);
@@ -306,7 +322,9 @@ void LoopCore::begin_attempt(Operation* op) {
   backend_->start(*op);
 }
 
-void LoopCore::on_result(Operation& op, long res, bool more) { op.family->result(*this, op, res, more); }
+void LoopCore::on_result(Operation& op, long res, bool more) {
+  op.family->result(*this, op, res, more);
+}
 
 bool* LoopCore::read_drained(const Operation& op) noexcept {
   return op.home_fd >= 0 ? &fds_[op.home_fd].read_drained : nullptr;
@@ -392,8 +410,10 @@ void LoopCore::start_queued() {
   while (!to_start_.empty()) {
     std::swap(to_start_, starting_);
     for (Operation* op : starting_) {
-      if (op->state == OpState::cancelling || shutting_down_) finish(op, operation_aborted());
-      else begin_attempt(op);
+      if (op->state == OpState::cancelling || shutting_down_)
+        finish(op, operation_aborted());
+      else
+        begin_attempt(op);
     }
     starting_.clear();
   }
@@ -468,7 +488,8 @@ bool LoopCore::has_immediate_work() const noexcept {
 std::chrono::nanoseconds LoopCore::next_timeout(std::chrono::nanoseconds limit) const noexcept {
   if (timers_.empty()) return limit;
   auto d = timers_.front().deadline - std::chrono::steady_clock::now();
-  auto ns = std::max(std::chrono::duration_cast<std::chrono::nanoseconds>(d), std::chrono::nanoseconds(0));
+  auto ns = std::max(std::chrono::duration_cast<std::chrono::nanoseconds>(d),
+                     std::chrono::nanoseconds(0));
   return limit.count() < 0 ? ns : std::min(ns, limit);
 }
 
@@ -489,11 +510,13 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
     // let the timerfd carry the next deadline.
     if (has_immediate_work()) self_wake();
     backend_->submit_pending();
-    auto deadline = timers_.empty() ? std::chrono::steady_clock::time_point{} : timers_.front().deadline;
+    auto deadline =
+        timers_.empty() ? std::chrono::steady_clock::time_point{} : timers_.front().deadline;
     if (deadline != timer_fd_deadline_) {
       itimerspec its{};
       if (!timers_.empty()) {
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch())
+                      .count();
         if (ns <= 0) ns = 1;
         its.it_value.tv_sec = ns / 1000000000;
         its.it_value.tv_nsec = ns % 1000000000;
@@ -559,7 +582,8 @@ void LoopCore::shutdown() {
     if (live_ops_ > 0 && live_ops_ == last_live && ++idle_rounds > 100) {
       // The kernel does not answer (a ring driven from a thread that is not its issuer): leak
       // what it may still write into rather than free it under the kernel's feet.
-      log(LogLevel::error, "{} operations still in the kernel at shutdown, leaking them", live_ops_);
+      log(LogLevel::error, "{} operations still in the kernel at shutdown, leaking them",
+          live_ops_);
       leak_in_backend_ = true;
       break;
     }
@@ -568,7 +592,8 @@ void LoopCore::shutdown() {
     run_tasks();
     start_queued();
     backend_->flush();
-    backend_->wait(has_immediate_work() ? std::chrono::nanoseconds(0) : std::chrono::milliseconds(100));
+    backend_->wait(has_immediate_work() ? std::chrono::nanoseconds(0)
+                                        : std::chrono::milliseconds(100));
     run_completions();  // what their handlers start is aborted at once (shutting_down_)
   }
   timers_.clear();

@@ -10,7 +10,8 @@ namespace niox {
 EventLoopGroup::EventLoopGroup(std::size_t threads) : EventLoopGroup(Options{threads}) {}
 
 EventLoopGroup::EventLoopGroup(Options options) {
-  std::size_t n = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t n =
+      options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   loops_.resize(n, nullptr);
   std::vector<std::future<void>> ready;
@@ -18,30 +19,30 @@ EventLoopGroup::EventLoopGroup(Options options) {
   for (std::size_t i = 0; i < n; ++i) {
     std::promise<void> built;
     ready.push_back(built.get_future());
-    threads_.emplace_back([this, i, options, cpus, built = std::move(built),
-                           may_destroy = release]() mutable {
-      if (options.pin_threads) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET((options.first_cpu + i) % cpus, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      }
-      std::unique_ptr<EventLoop> loop;
-      try {
-        loop = std::make_unique<EventLoop>(options.loop);
-      } catch (...) {
-        built.set_exception(std::current_exception());
-        return;
-      }
-      // One turn binds the loop to this thread before anyone else can see it: from then on an
-      // operation started from another thread is refused instead of racing with the loop.
-      loop->run_once(std::chrono::milliseconds(0));
-      loops_[i] = loop.get();
-      built.set_value();
-      loop->run();
-      loop->shutdown();  // aborts what is pending, on this thread, until the kernel lets go
-      may_destroy.wait();  // stop() callers may still be touching the loop
-    });
+    threads_.emplace_back(
+        [this, i, options, cpus, built = std::move(built), may_destroy = release]() mutable {
+          if (options.pin_threads) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET((options.first_cpu + i) % cpus, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+          }
+          std::unique_ptr<EventLoop> loop;
+          try {
+            loop = std::make_unique<EventLoop>(options.loop);
+          } catch (...) {
+            built.set_exception(std::current_exception());
+            return;
+          }
+          // One turn binds the loop to this thread before anyone else can see it: from then on an
+          // operation started from another thread is refused instead of racing with the loop.
+          loop->run_once(std::chrono::milliseconds(0));
+          loops_[i] = loop.get();
+          built.set_value();
+          loop->run();
+          loop->shutdown();    // aborts what is pending, on this thread, until the kernel lets go
+          may_destroy.wait();  // stop() callers may still be touching the loop
+        });
   }
   std::exception_ptr failure;
   for (auto& f : ready) {

@@ -76,8 +76,7 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
                                bool readiness_only)
-    : core_(core), ring_(ring),
-      enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
+    : core_(core), ring_(ring), enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {
     for (int op = 0; op <= IORING_OP_LAST && op <= probe->last_op; ++op) {
@@ -86,9 +85,9 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
     io_uring_free_probe(probe);
   }
   if (readiness_only) {
-    for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE, IORING_OP_WRITEV,
-                   IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG, IORING_OP_ACCEPT,
-                   IORING_OP_CONNECT, IORING_OP_SPLICE}) {
+    for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE,
+                   IORING_OP_WRITEV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
+                   IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_SPLICE}) {
       has_op_[op] = false;
     }
   }
@@ -178,12 +177,14 @@ bool IoUringBackend::arm_poll(Operation& op) {
 
 void IoUringBackend::cancel(Operation& op) {
   switch (op.bstate) {
-    case BackendState::ready: case BackendState::backlog:
+    case BackendState::ready:
+    case BackendState::backlog:
       if (op.blist) op.blist->remove(&op);
       op.bstate = BackendState::none;
       core_.on_result(op, -ECANCELED);
       return;
-    case BackendState::sqe: case BackendState::poll: {
+    case BackendState::sqe:
+    case BackendState::poll: {
       std::uint64_t target = op.user_data(op.bstate == BackendState::sqe ? tag_op : tag_poll);
       io_uring_sqe* sqe = get_sqe();
       if (!sqe) {
@@ -194,8 +195,7 @@ void IoUringBackend::cancel(Operation& op) {
       io_uring_sqe_set_data64(sqe, tag_ignore);
       return;
     }
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -242,7 +242,8 @@ void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
     __kernel_timespec ts{};
     ts.tv_sec = timeout.count() / 1000000000;
     ts.tv_nsec = timeout.count() % 1000000000;
-    int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout.count() < 0 ? nullptr : &ts, nullptr);
+    int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout.count() < 0 ? nullptr : &ts,
+                                             nullptr);
     if (r == -EBUSY) io_uring_get_events(&ring_);  // CQ overflow backlog: reap, retry next turn
   }
   reap();
@@ -286,8 +287,10 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   if (!op) return;  // stale: nothing of this operation is live any more
   if (tag == tag_poll) {
     op->bstate = BackendState::none;
-    if (res < 0) core_.on_result(*op, res);
-    else if (op->state == OpState::cancelling) core_.on_result(*op, -ECANCELED);
+    if (res < 0)
+      core_.on_result(*op, res);
+    else if (op->state == OpState::cancelling)
+      core_.on_result(*op, -ECANCELED);
     else {
       op->bstate = BackendState::ready;
       sync_ready_.push_back(op);
@@ -316,7 +319,8 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
 bool IoUringBackend::arm_internal(unsigned which) {
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) return false;
-  io_uring_prep_read(sqe, internal_fd_[which], &internal_buf_[which], sizeof internal_buf_[which], 0);
+  io_uring_prep_read(sqe, internal_fd_[which], &internal_buf_[which], sizeof internal_buf_[which],
+                     0);
   io_uring_sqe_set_data64(sqe, (std::uint64_t{which} << 2) | tag_internal);
   internal_armed_[which] = true;
   return true;
@@ -346,7 +350,8 @@ void IoUringBackend::submit_pending() {
 
 void IoUringBackend::clear_pollable() {
   std::uint64_t v;
-  if (notify_fd_ >= 0) [[maybe_unused]] auto r = ::read(notify_fd_, &v, sizeof v);
+  if (notify_fd_ >= 0) [[maybe_unused]]
+    auto r = ::read(notify_fd_, &v, sizeof v);
 }
 
 }  // namespace niox::detail

@@ -127,7 +127,7 @@ class LoopCore {
   std::atomic<bool> stop_{false};
   std::atomic<int> thread_tid_{0};
   int wake_fd_ = -1;
-  int timer_fd_ = -1;                 // embedded mode only
+  int timer_fd_ = -1;  // embedded mode only
   std::chrono::steady_clock::time_point timer_fd_deadline_{};
   bool embedded_ = false;
   bool shutting_down_ = false;

@@ -52,21 +52,22 @@ struct Operation {
   OpState state = OpState::free;
   Lane lane = Lane::none;
   BackendState bstate = BackendState::none;
-  bool in_completed = false;      // in the core's completion list (multishot: also while in_kernel)
-  bool connect_started = false;   // epoll connect: ::connect already issued
+  bool in_completed = false;     // in the core's completion list (multishot: also while in_kernel)
+  bool connect_started = false;  // epoll connect: ::connect already issued
   bool fd_is_socket = false;
-  bool poll_first = false;        // the socket was drained by the last read: wait, then read
-  bool more = false;              // write on a socket: MSG_MORE (WriteFlags::more)
+  bool poll_first = false;  // the socket was drained by the last read: wait, then read
+  bool more = false;        // write on a socket: MSG_MORE (WriteFlags::more)
 
   int fd = -1;
   int fd_out = -1;
-  int home_fd = -1;  // whose lanes and close() it belongs to (fd_out for splice/transfer_to); -1: detached
+  int home_fd =
+      -1;  // whose lanes and close() it belongs to (fd_out for splice/transfer_to); -1: detached
   std::int64_t offset = -1;
   std::int64_t offset_out = -1;
   std::size_t length = 0;
   int events = 0;
   int value = 0;
-  std::size_t done = 0;  // bytes moved so far
+  std::size_t done = 0;   // bytes moved so far
   long deferred_res = 0;  // multishot: the error to report once the kernel has stopped
   std::error_code ec;
 
@@ -94,7 +95,9 @@ struct Operation {
   std::uint64_t user_data(unsigned tag) const noexcept {
     return (std::uint64_t{generation} << 32) | (std::uint64_t{index} << 2) | tag;
   }
-  bool in_kernel() const noexcept { return state == OpState::in_kernel || state == OpState::cancelling; }
+  bool in_kernel() const noexcept {
+    return state == OpState::in_kernel || state == OpState::cancelling;
+  }
   void move_to(OpState to) noexcept {
     // The edges above; anything else is an operation lost or completed twice.
     constexpr auto bit = [](OpState s) { return 1u << static_cast<unsigned>(s); };
@@ -115,13 +118,22 @@ struct Operation {
 inline void OpList::push_back(Operation* op) noexcept {
   op->blink_prev = tail;
   op->blink_next = nullptr;
-  if (tail) tail->blink_next = op; else head = op;
+  if (tail)
+    tail->blink_next = op;
+  else
+    head = op;
   tail = op;
   op->blist = this;
 }
 inline void OpList::remove(Operation* op) noexcept {
-  if (op->blink_prev) op->blink_prev->blink_next = op->blink_next; else head = op->blink_next;
-  if (op->blink_next) op->blink_next->blink_prev = op->blink_prev; else tail = op->blink_prev;
+  if (op->blink_prev)
+    op->blink_prev->blink_next = op->blink_next;
+  else
+    head = op->blink_next;
+  if (op->blink_next)
+    op->blink_next->blink_prev = op->blink_prev;
+  else
+    tail = op->blink_prev;
   op->blink_prev = op->blink_next = nullptr;
   op->blist = nullptr;
 }

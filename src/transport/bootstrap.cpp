@@ -13,7 +13,7 @@ void ChannelInitializer::handler_added(ChannelHandlerContext& ctx) {
     init_(ctx.channel());
   } catch (...) {
     log(LogLevel::warn, "channel {}: the channel initializer threw: {}", ctx.channel().id(),
-                     detail::describe(std::current_exception()));
+        detail::describe(std::current_exception()));
     pipeline.remove(*this);
     ctx.channel().close();
     return;
@@ -43,7 +43,7 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
         child->pipeline().add_last(handler);
       } catch (...) {
         log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
-                         detail::describe(std::current_exception()));
+            detail::describe(std::current_exception()));
         child->close();
         return;
       }
@@ -56,7 +56,7 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override {
     // Accept errors (EMFILE...) are transient: log, keep the listener open.
     log(LogLevel::warn, "channel {}: accept failed: {}", ctx.channel().id(),
-                     detail::describe(cause));
+        detail::describe(cause));
   }
 
  private:
@@ -109,8 +109,8 @@ BootstrapFuture ServerBootstrap::bind(const SocketAddress& local) const {
   }
   EventLoop& loop = boss_->next();
   EventLoopGroup* worker = worker_;
-  auto server = LoopServerSocketChannel::create(
-      loop, [worker]() -> EventLoop& { return worker->next(); });
+  auto server =
+      LoopServerSocketChannel::create(loop, [worker]() -> EventLoop& { return worker->next(); });
   ChannelPromise promise = server->new_promise();
   loop.execute([server, local, promise, options = options_, child_options = child_options_,
                 handler = handler_, child_handler = child_handler_]() mutable {

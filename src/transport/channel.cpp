@@ -95,7 +95,8 @@ std::size_t ChannelConfig::max_bytes_per_gathering_write() const noexcept {
   return channel_.outbound_.max_bytes_per_write();
 }
 ChannelConfig& ChannelConfig::set_max_bytes_per_gathering_write(std::size_t bytes) {
-  detail::run_on_loop_and_wait(channel_, [&] { channel_.outbound_.set_max_bytes_per_write(bytes); });
+  detail::run_on_loop_and_wait(channel_,
+                               [&] { channel_.outbound_.set_max_bytes_per_write(bytes); });
   return *this;
 }
 
@@ -185,14 +186,14 @@ bool Channel::accepts_outbound(const Message& msg) const noexcept {
 }
 
 void Channel::on_unhandled_inbound_message(Message msg) {
-  log(LogLevel::warn, 
+  log(LogLevel::warn,
       "channel {}: a message reached the tail of the pipeline and was dropped "
       "(bytes: {}); check the pipeline configuration",
       id_, msg.readable_bytes());
 }
 void Channel::on_unhandled_inbound_exception(std::exception_ptr cause) {
   log(LogLevel::warn, "channel {}: an exception reached the tail of the pipeline: {}", id_,
-                   detail::describe(cause));
+      detail::describe(cause));
 }
 void Channel::on_unhandled_user_event(std::any) {}
 
@@ -233,7 +234,7 @@ void Channel::flush_now() {
     } catch (...) {
       in_flush_ = false;
       log(LogLevel::warn, "channel {}: do_write threw: {}", id_,
-                       detail::describe(std::current_exception()));
+          detail::describe(std::current_exception()));
       notify_write_error(transport::Errc::handler_failed);
       return;
     }

@@ -203,8 +203,9 @@ void ChannelHandlerContext::close(ChannelPromise promise) {
     prev_->invoke_close(std::move(promise));
     return;
   }
-  if (!on_loop([p = promise](ChannelHandlerContext& c) mutable { c.prev_->invoke_close(std::move(p)); },
-               [p = promise](Channel& ch) mutable { ch.pipeline().close(std::move(p)); })) {
+  if (!on_loop(
+          [p = promise](ChannelHandlerContext& c) mutable { c.prev_->invoke_close(std::move(p)); },
+          [p = promise](Channel& ch) mutable { ch.pipeline().close(std::move(p)); })) {
     promise.try_failure(transport::Errc::channel_closed);
   }
 }
@@ -271,10 +272,10 @@ void ChannelHandlerContext::invoke_exception_caught(std::exception_ptr cause) {
   } catch (...) {
     // Feeding it back could loop forever, and leaving the channel open would leave a
     // connection nothing handles any more: log it and close.
-    log(LogLevel::warn, "channel {}: handler '{}' threw from exception_caught: {} (while handling: "
-                     "{}); closing the channel",
-                     channel().id(), name_, detail::describe(std::current_exception()),
-                     detail::describe(cause));
+    log(LogLevel::warn,
+        "channel {}: handler '{}' threw from exception_caught: {} (while handling: "
+        "{}); closing the channel",
+        channel().id(), name_, detail::describe(std::current_exception()), detail::describe(cause));
     channel().close_for_transport();
   }
 }

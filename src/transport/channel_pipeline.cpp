@@ -70,7 +70,7 @@ void ChannelPipeline::destroy() noexcept {
       unlink(*ctx);
     } catch (...) {
       log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx->name_,
-                       detail::describe(std::current_exception()));
+          detail::describe(std::current_exception()));
     }
   }
   if (depth_ == 0) {
@@ -171,7 +171,8 @@ ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<Cha
 ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::string name,
                                              std::shared_ptr<ChannelHandler> h) {
   if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_, [&] { add_before(base_name, std::move(name), std::move(h)); });
+    detail::run_on_loop_and_wait(*channel_,
+                                 [&] { add_before(base_name, std::move(name), std::move(h)); });
     return *this;
   }
   if (!h) {
@@ -187,7 +188,8 @@ ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::st
 ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::string name,
                                             std::shared_ptr<ChannelHandler> h) {
   if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_, [&] { add_after(base_name, std::move(name), std::move(h)); });
+    detail::run_on_loop_and_wait(*channel_,
+                                 [&] { add_after(base_name, std::move(name), std::move(h)); });
     return *this;
   }
   if (!h) {
@@ -244,7 +246,8 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_na
                                                          std::shared_ptr<ChannelHandler> h) {
   if (detail::must_hop(*channel_)) {
     std::shared_ptr<ChannelHandler> old;
-    detail::run_on_loop_and_wait(*channel_, [&] { old = replace(old_name, std::move(new_name), std::move(h)); });
+    detail::run_on_loop_and_wait(
+        *channel_, [&] { old = replace(old_name, std::move(new_name), std::move(h)); });
     return old;
   }
   if (!h) {

@@ -83,7 +83,8 @@ void LoopServerSocketChannel::do_read_begin() {
   } else {
     // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
     multishot_ = false;
-    accept_op_ = loop_->accept(fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+    accept_op_ =
+        loop_->accept(fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
   }
 }
 

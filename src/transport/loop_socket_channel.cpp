@@ -70,7 +70,7 @@ std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int 
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, FileDescriptor fd,
-                                                             int family) {
+                                                            int family) {
   // If make_shared throws, `fd` (still owned here or by the half-built channel) closes the socket.
   return std::make_shared<LoopSocketChannel>(Token{}, loop, std::move(fd), family);
 }
@@ -102,8 +102,8 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
       return;
     }
     if (active_ || connecting_) {
-      promise.try_failure(std::make_error_code(active_ ? std::errc::already_connected
-                                                       : std::errc::connection_already_in_progress));
+      promise.try_failure(std::make_error_code(
+          active_ ? std::errc::already_connected : std::errc::connection_already_in_progress));
       return;
     }
     connecting_ = true;
@@ -157,7 +157,8 @@ void LoopSocketChannel::become_active() {
   active_ = true;
   keep_alive_ = self();
   std::error_code ignored;  // what the kernel no longer knows (a peer gone already) stays unknown
-  set_addresses(Socket(fd_.get()).local_address(ignored), Socket(fd_.get()).remote_address(ignored));
+  set_addresses(Socket(fd_.get()).local_address(ignored),
+                Socket(fd_.get()).remote_address(ignored));
   notify_active();
 }
 
@@ -189,9 +190,10 @@ void LoopSocketChannel::start_read() {
   ByteBuffer b = recv_.allocate();
   recv_.attempted_bytes_read(b.remaining());
   reading_ = true;
-  loop_->read(fd_.get(), std::move(b), [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
-    s->on_read(ec, n, std::move(buf));
-  });
+  loop_->read(fd_.get(), std::move(b),
+              [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                s->on_read(ec, n, std::move(buf));
+              });
 }
 
 void LoopSocketChannel::end_read_batch() {
@@ -308,11 +310,10 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
       writing_ = true;
       set_write_pending(true);
       more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushes what was held
-      loop_->transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
-                         static_cast<std::size_t>(r.remaining()), fd_.get(),
-                         [s = self()](std::error_code ec, std::size_t n) {
-                           s->on_file_written(ec, n);
-                         });
+      loop_->transfer_to(
+          r.fd(), static_cast<std::int64_t>(r.next_offset()),
+          static_cast<std::size_t>(r.remaining()), fd_.get(),
+          [s = self()](std::error_code ec, std::size_t n) { s->on_file_written(ec, n); });
       return;
     }
     writing_ = true;

@@ -125,9 +125,10 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   }
   scratch_.clear();
 
-  GatherBuilder builder(std::span<iovec>(iovecs_.data(), max_iovecs), max_bytes_,
-                        coalesce_threshold_ != 0 ? scratch_.writable_bytes() : std::span<std::byte>(),
-                        coalesce_threshold_);
+  GatherBuilder builder(
+      std::span<iovec>(iovecs_.data(), max_iovecs), max_bytes_,
+      coalesce_threshold_ != 0 ? scratch_.writable_bytes() : std::span<std::byte>(),
+      coalesce_threshold_);
   for (std::size_t i = 0; i < flushed_; ++i) {
     auto* b = entries_[i].msg.get_if<ByteBuffer>();
     if (b == nullptr) {

@@ -263,9 +263,8 @@ TEST_P(AsyncLoopTest, AStopRequestFromAnotherThreadCancelsASleep) {
   EXPECT_EQ(sync_wait(with_stop_token(stop.get_token(), sleeper())), "aborted on the loop");
   stopper.join();
   // Already stopped: the next sleep does not even start.
-  EXPECT_THROW(sync_wait(with_stop_token(stop.get_token(), [&]() -> Task<void> {
-                 co_await sleep_for(loop, 1h);
-               }())),
+  EXPECT_THROW(sync_wait(with_stop_token(stop.get_token(),
+                                         [&]() -> Task<void> { co_await sleep_for(loop, 1h); }())),
                std::system_error);
   std::promise<std::size_t> pending;
   loop.execute([&] { pending.set_value(loop.pending()); });

@@ -172,17 +172,19 @@ TEST_P(FileDescriptorLoopTest, ClosingThroughTheLoopAbortsOnceAndNothingStaleRea
   int new_calls = 0;
   if (other_end != nullptr) {
     ASSERT_EQ(::write(other_end->get(), "new", 3), 3);
-    loop.read(same->get(), ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-      ++new_calls;
-      EXPECT_FALSE(ec);
-      EXPECT_EQ(n, 3u);
-      buf.flip();
-      got = std::string(buf.string_view());
-    });
+    loop.read(same->get(), ByteBuffer::allocate(8),
+              [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                ++new_calls;
+                EXPECT_FALSE(ec);
+                EXPECT_EQ(n, 3u);
+                buf.flip();
+                got = std::string(buf.string_view());
+              });
   } else {
     ADD_FAILURE() << "the closed number " << number << " was not reused";
   }
-  ASSERT_TRUE(test::run_until(loop, [&] { return old_calls == 1 && (other_end == nullptr || new_calls == 1); }));
+  ASSERT_TRUE(test::run_until(
+      loop, [&] { return old_calls == 1 && (other_end == nullptr || new_calls == 1); }));
   for (int i = 0; i < 5; ++i) loop.run_once(1ms);
   EXPECT_EQ(old_calls, 1);
   EXPECT_EQ(old_ec, std::errc::operation_canceled);

@@ -75,7 +75,8 @@ struct Model {
   std::uint8_t& at(std::size_t i) const { return (*mem)[base + i]; }
   std::size_t rem() const { return lim - pos; }
   std::vector<std::uint8_t> remaining_bytes() const {
-    return {mem->begin() + static_cast<long>(base + pos), mem->begin() + static_cast<long>(base + lim)};
+    return {mem->begin() + static_cast<long>(base + pos),
+            mem->begin() + static_cast<long>(base + lim)};
   }
   // Java's Objects.checkFromIndexSize(index, size, lim), in arithmetic that cannot wrap.
   bool range_ok(std::size_t index, std::size_t size) const {
@@ -124,14 +125,14 @@ std::uint64_t bits(T v) {
 // The six typed accessors, by type.
 template <class T>
 struct Typed;
-#define NIOX_TYPED(T, Name)                                                                   \
-  template <>                                                                                 \
-  struct Typed<T> {                                                                           \
-    static constexpr const char* name = #Name;                                                \
-    static T get(ByteBuffer& b) { return b.get_##Name(); }                                    \
-    static T get(const ByteBuffer& b, std::size_t i) { return b.get_##Name(i); }              \
-    static void put(ByteBuffer& b, T v) { b.put_##Name(v); }                                  \
-    static void put(ByteBuffer& b, std::size_t i, T v) { b.put_##Name(i, v); }                \
+#define NIOX_TYPED(T, Name)                                                      \
+  template <>                                                                    \
+  struct Typed<T> {                                                              \
+    static constexpr const char* name = #Name;                                   \
+    static T get(ByteBuffer& b) { return b.get_##Name(); }                       \
+    static T get(const ByteBuffer& b, std::size_t i) { return b.get_##Name(i); } \
+    static void put(ByteBuffer& b, T v) { b.put_##Name(v); }                     \
+    static void put(ByteBuffer& b, std::size_t i, T v) { b.put_##Name(i, v); }   \
   };
 NIOX_TYPED(std::int16_t, short)
 NIOX_TYPED(char16_t, char)
@@ -165,18 +166,17 @@ class Runner {
   }
 
  private:
-  std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  std::size_t pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+  }
   bool chance(int percent) { return pick(100) < static_cast<std::size_t>(percent); }
 
   // An index or length: mostly near the interesting range, sometimes absurd.
   std::size_t arg(std::size_t around) {
     switch (pick(10)) {
-      case 0:
-        return std::numeric_limits<std::size_t>::max() - pick(9);
-      case 1:
-        return std::numeric_limits<std::size_t>::max() / 2 + pick(3);
-      default:
-        return pick(around + 4);
+      case 0: return std::numeric_limits<std::size_t>::max() - pick(9);
+      case 1: return std::numeric_limits<std::size_t>::max() / 2 + pick(3);
+      default: return pick(around + 4);
     }
   }
 
@@ -221,8 +221,8 @@ class Runner {
     expect(a.size() == m.cap, "array_view size");
     for (std::size_t k = 0; k < m.cap; ++k) {
       if (static_cast<std::uint8_t>(a[k]) != m.at(k)) {
-        fail(fmt::format("content differs at {}: {} vs model {}", k,
-                         static_cast<unsigned>(a[k]), m.at(k)));
+        fail(fmt::format("content differs at {}: {} vs model {}", k, static_cast<unsigned>(a[k]),
+                         m.at(k)));
       }
     }
   }
@@ -234,9 +234,7 @@ class Runner {
     m.cap = m.lim = cap;
     ByteBuffer b;
     switch (pick(4)) {
-      case 0:
-        b = ByteBuffer::allocate(cap);
-        break;
+      case 0: b = ByteBuffer::allocate(cap); break;
       case 1:
         b = ByteBuffer::allocate_direct(cap);
         m.direct = true;
@@ -311,8 +309,7 @@ class Runner {
       default: {
         std::size_t i = arg(m.lim);
         desc_ = fmt::format("put_{}({}, {:#x})", A::name, i, bits(v));
-        Outcome want =
-            m.ro ? Outcome::read_only : !m.range_ok(i, n) ? Outcome::index : Outcome::ok;
+        Outcome want = m.ro ? Outcome::read_only : !m.range_ok(i, n) ? Outcome::index : Outcome::ok;
         expect_outcome(outcome_of([&] { A::put(b, i, v); }), want);
         if (want == Outcome::ok) {
           encode<T>(m, i, v);
@@ -498,10 +495,10 @@ class Runner {
         ByteBuffer& src = slots_[s].buf;
         Model& sm = slots_[s].model;
         desc_ = fmt::format("put(slot {} buffer)", s);
-        Outcome want = s == cur_        ? Outcome::illegal_argument
-                       : m.ro           ? Outcome::read_only
+        Outcome want = s == cur_            ? Outcome::illegal_argument
+                       : m.ro               ? Outcome::read_only
                        : sm.rem() > m.rem() ? Outcome::overflow
-                                        : Outcome::ok;
+                                            : Outcome::ok;
         expect_outcome(outcome_of([&] { b.put(src); }), want);
         if (want == Outcome::ok) {
           auto r = sm.remaining_bytes();  // copy first: that is memmove
@@ -519,10 +516,10 @@ class Runner {
         std::size_t off = arg(sm.lim);
         std::size_t n = chance(20) ? arg(m.lim) : pick(std::min(m.lim, sm.lim) + 2);
         desc_ = fmt::format("put({}, slot {} buffer, {}, {})", i, s, off, n);
-        Outcome want = !m.range_ok(i, n)                        ? Outcome::index
+        Outcome want = !m.range_ok(i, n)                     ? Outcome::index
                        : static_cast<u128>(off) + n > sm.lim ? Outcome::index
-                       : m.ro                                   ? Outcome::read_only
-                                                                : Outcome::ok;
+                       : m.ro                                ? Outcome::read_only
+                                                             : Outcome::ok;
         expect_outcome(outcome_of([&] { b.put(i, src, off, n); }), want);
         if (want == Outcome::ok) {
           std::vector<std::uint8_t> r(n);
@@ -606,8 +603,8 @@ class Runner {
         expect((c < 0) == (mc < 0) && (c == 0) == (mc == 0), "operator<=>");
         std::int64_t h = 1;
         for (std::size_t k = x.size(); k-- > 0;) {
-          h = static_cast<std::int32_t>(static_cast<std::uint32_t>(
-              31 * h + static_cast<std::int8_t>(x[k])));
+          h = static_cast<std::int32_t>(
+              static_cast<std::uint32_t>(31 * h + static_cast<std::int8_t>(x[k])));
         }
         expect(b.hash_code() == h, fmt::format("hash_code {} vs model {}", b.hash_code(), h));
         break;
@@ -622,10 +619,12 @@ class Runner {
         Outcome want = m.ro ? Outcome::read_only : Outcome::ok;
         expect_outcome(outcome_of([&] {
                          auto w = b.writable_bytes();
-                         if (!w.empty()) w[0] = static_cast<std::byte>(~static_cast<unsigned>(w[0]));
+                         if (!w.empty())
+                           w[0] = static_cast<std::byte>(~static_cast<unsigned>(w[0]));
                        }),
                        want);
-        if (want == Outcome::ok && m.rem() > 0) m.at(m.pos) = static_cast<std::uint8_t>(~m.at(m.pos));
+        if (want == Outcome::ok && m.rem() > 0)
+          m.at(m.pos) = static_cast<std::uint8_t>(~m.at(m.pos));
         break;
       }
       case 27: {

@@ -215,9 +215,13 @@ TEST(ByteBufferCreate, WrapOfConstMemoryIsReadOnly) {
 }
 
 template <class T>
-concept wrappable = requires(T&& t) { ByteBuffer::wrap(std::forward<T>(t)); };
+concept wrappable = requires(T&& t) {
+  ByteBuffer::wrap(std::forward<T>(t));
+};
 template <class T>
-concept wrappable_at = requires(T&& t) { ByteBuffer::wrap(std::forward<T>(t), 0, 0); };
+concept wrappable_at = requires(T&& t) {
+  ByteBuffer::wrap(std::forward<T>(t), 0, 0);
+};
 // Memory that dies at the end of the statement cannot be wrapped.
 static_assert(wrappable<std::vector<std::byte>&>);
 static_assert(wrappable<const std::vector<std::byte>&>);
@@ -747,8 +751,8 @@ TEST(ByteBufferBulk, PutBufferBetweenOverlappingViewsIsMemmove) {
     auto mem = iota_bytes(10, 1);
     auto a = ByteBuffer::wrap(std::span<std::byte>(mem));
     auto src = a.duplicate();
-    src.limit(6);          // [0, 6)
-    a.position(2);         // into [2, 8)
+    src.limit(6);   // [0, 6)
+    a.position(2);  // into [2, 8)
     a.put(src);
     EXPECT_EQ(mem, bytes_of(1, 2, 1, 2, 3, 4, 5, 6, 9, 10));
     expect_indices(a, 8, 10, 10);
@@ -783,8 +787,8 @@ TEST(ByteBufferBulk, AbsolutePutBuffer) {
   EXPECT_EQ(content(dst), bytes_of(0, 0, 0, 0, 2, 3, 4, 0));
   expect_indices(dst, 1, 7, 8);
   expect_indices(src, 5, 5, 6);
-  EXPECT_THROW(dst.put(5, src, 0, 3), IndexOutOfBoundsException);   // 5+3 > limit 7
-  EXPECT_THROW(dst.put(0, src, 3, 3), IndexOutOfBoundsException);   // 3+3 > src limit 5
+  EXPECT_THROW(dst.put(5, src, 0, 3), IndexOutOfBoundsException);  // 5+3 > limit 7
+  EXPECT_THROW(dst.put(0, src, 3, 3), IndexOutOfBoundsException);  // 3+3 > src limit 5
   EXPECT_THROW(dst.put(huge, src, 0, 1), IndexOutOfBoundsException);
   EXPECT_THROW(dst.put(0, src, 1, huge), IndexOutOfBoundsException);
   dst.put(7, src, 5, 0);
@@ -798,26 +802,26 @@ TEST(ByteBufferBulk, AbsolutePutBuffer) {
 // ---- Typed access ------------------------------------------------------------------------
 
 // One struct per Java primitive, so a typed test runs the same checks on all six.
-#define NIOX_TYPED_OPS(T, Name, sample_value, ...)                                              \
-  struct Name##Ops {                                                                            \
-    using type = T;                                                                             \
-    static constexpr const char* name = #Name;                                                  \
-    static T sample() { return sample_value; }                                                  \
-    static std::vector<std::byte> sample_big_endian() { return bytes_of(__VA_ARGS__); }         \
-    static T get(ByteBuffer& b) { return b.get_##Name(); }                                      \
-    static T get(const ByteBuffer& b, std::size_t i) { return b.get_##Name(i); }                \
-    static ByteBuffer& put(ByteBuffer& b, T v) { return b.put_##Name(v); }                      \
-    static ByteBuffer& put(ByteBuffer& b, std::size_t i, T v) { return b.put_##Name(i, v); }    \
+#define NIOX_TYPED_OPS(T, Name, sample_value, ...)                                           \
+  struct Name##Ops {                                                                         \
+    using type = T;                                                                          \
+    static constexpr const char* name = #Name;                                               \
+    static T sample() { return sample_value; }                                               \
+    static std::vector<std::byte> sample_big_endian() { return bytes_of(__VA_ARGS__); }      \
+    static T get(ByteBuffer& b) { return b.get_##Name(); }                                   \
+    static T get(const ByteBuffer& b, std::size_t i) { return b.get_##Name(i); }             \
+    static ByteBuffer& put(ByteBuffer& b, T v) { return b.put_##Name(v); }                   \
+    static ByteBuffer& put(ByteBuffer& b, std::size_t i, T v) { return b.put_##Name(i, v); } \
   };
 
 NIOX_TYPED_OPS(std::int16_t, short, static_cast<std::int16_t>(0xA1B2), 0xA1, 0xB2)
 NIOX_TYPED_OPS(char16_t, char, u'\uC3D4', 0xC3, 0xD4)
 NIOX_TYPED_OPS(std::int32_t, int, static_cast<std::int32_t>(0x81234567), 0x81, 0x23, 0x45, 0x67)
-NIOX_TYPED_OPS(std::int64_t, long, static_cast<std::int64_t>(0x8877665544332211), 0x88, 0x77,
-               0x66, 0x55, 0x44, 0x33, 0x22, 0x11)
+NIOX_TYPED_OPS(std::int64_t, long, static_cast<std::int64_t>(0x8877665544332211), 0x88, 0x77, 0x66,
+               0x55, 0x44, 0x33, 0x22, 0x11)
 NIOX_TYPED_OPS(float, float, std::bit_cast<float>(0xC0490FDBu), 0xC0, 0x49, 0x0F, 0xDB)
-NIOX_TYPED_OPS(double, double, std::bit_cast<double>(0x400921FB54442D18ull), 0x40, 0x09, 0x21,
-               0xFB, 0x54, 0x44, 0x2D, 0x18)
+NIOX_TYPED_OPS(double, double, std::bit_cast<double>(0x400921FB54442D18ull), 0x40, 0x09, 0x21, 0xFB,
+               0x54, 0x44, 0x2D, 0x18)
 #undef NIOX_TYPED_OPS
 
 template <class T>
@@ -1171,8 +1175,8 @@ TEST(ByteBufferFormat, HexDumpIsNettyStyleOverRemaining) {
   EXPECT_EQ(niox::hex_dump(b),
             head +
                 "|00000000| 48 65 6c 6c 6f 2c 20 68 65 78 01 7f 80 20 64 75 |Hello, hex... du|\n"
-                "|00000010| 6d 70 21" + std::string(13 * 3, ' ') + " |mp!" + std::string(13, ' ') +
-                "|\n" + foot);
+                "|00000010| 6d 70 21" +
+                std::string(13 * 3, ' ') + " |mp!" + std::string(13, ' ') + "|\n" + foot);
   EXPECT_EQ(niox::hex_dump(ByteBuffer()), head + foot);
   EXPECT_EQ(b.position(), 2u);  // dumping reads nothing
 }

@@ -38,7 +38,8 @@ TEST(Gather, StopsAtIovecCount) {
 }
 
 TEST(Gather, ScatterRefusesReadOnlyWithRoom) {
-  std::vector<ByteBuffer> bufs{ByteBuffer::allocate(4), ByteBuffer::allocate(4).as_read_only_buffer()};
+  std::vector<ByteBuffer> bufs{ByteBuffer::allocate(4),
+                               ByteBuffer::allocate(4).as_read_only_buffer()};
   iovec iov[2];
   EXPECT_THROW(niox::scatter_iovecs(bufs, iov), niox::ReadOnlyBufferException);
   bufs[1] = ByteBuffer::allocate(4).as_read_only_buffer().flip();  // read-only but full: fine

@@ -103,8 +103,9 @@ TEST_F(FileChannelTest, OpenOptions) {
 TEST_F(FileChannelTest, DirectIo) {
   auto path = dir_ / "direct";
   std::error_code ec;
-  auto ch = FileChannel::open(path, OpenOption::read | OpenOption::write | OpenOption::create |
-                                        OpenOption::direct, 0644, ec);
+  auto ch = FileChannel::open(
+      path, OpenOption::read | OpenOption::write | OpenOption::create | OpenOption::direct, 0644,
+      ec);
   if (ec == std::errc::invalid_argument) {
     GTEST_SKIP() << "the temp file system does not support O_DIRECT";
   }
@@ -121,7 +122,8 @@ TEST_F(FileChannelTest, DirectIo) {
 }
 
 TEST_F(FileChannelTest, PositionalIoLeavesPositionAlone) {
-  auto ch = FileChannel::open(dir_ / "p", OpenOption::read | OpenOption::write | OpenOption::create);
+  auto ch =
+      FileChannel::open(dir_ / "p", OpenOption::read | OpenOption::write | OpenOption::create);
   auto a = ByteBuffer::wrap(std::string_view("AAAA"));
   auto b = ByteBuffer::wrap(std::string_view("BB"));
   EXPECT_EQ(ch.write(a, 10), 4);
@@ -139,7 +141,8 @@ TEST_F(FileChannelTest, PositionalIoLeavesPositionAlone) {
 }
 
 TEST_F(FileChannelTest, PositionalVectoredReadWrite) {
-  auto ch = FileChannel::open(dir_ / "v", OpenOption::read | OpenOption::write | OpenOption::create);
+  auto ch =
+      FileChannel::open(dir_ / "v", OpenOption::read | OpenOption::write | OpenOption::create);
   test::Xorshift rng(42);
   // 1500 pieces: more than IOV_MAX, with empty ones among them.
   std::vector<std::vector<std::byte>> pieces(1500);
@@ -299,7 +302,8 @@ TEST_F(FileChannelTest, LockExcludesOtherChannels) {
 }
 
 TEST_F(FileChannelTest, ErrorCodeOverloadsAndClosedChannel) {
-  auto ch = FileChannel::open(dir_ / "c", OpenOption::read | OpenOption::write | OpenOption::create);
+  auto ch =
+      FileChannel::open(dir_ / "c", OpenOption::read | OpenOption::write | OpenOption::create);
   ch.close();
   ch.close();  // idempotent
   EXPECT_FALSE(ch.is_open());

@@ -303,10 +303,9 @@ TEST_F(GatherEdgeTest, GatherBeyondPerCallByteCap) {
   }
   {
     auto* base = static_cast<std::byte*>(mem);
-    std::vector<ByteBuffer> bufs{
-        ByteBuffer::wrap(std::span<const std::byte>(base, size / 3 * 2)),
-        ByteBuffer::wrap(std::span<const std::byte>(base, 0)),
-        ByteBuffer::wrap(std::span<const std::byte>(base, size / 3))};
+    std::vector<ByteBuffer> bufs{ByteBuffer::wrap(std::span<const std::byte>(base, size / 3 * 2)),
+                                 ByteBuffer::wrap(std::span<const std::byte>(base, 0)),
+                                 ByteBuffer::wrap(std::span<const std::byte>(base, size / 3))};
     auto null = FileChannel::open("/dev/null", OpenOption::write);
     EXPECT_EQ(null.write(std::span<ByteBuffer>(bufs)), static_cast<std::int64_t>(size));
     for (auto& b : bufs) EXPECT_FALSE(b.has_remaining());

@@ -21,7 +21,8 @@ constexpr std::uint64_t MiB = 1024 * 1024;
 
 // Writes `size` pseudo-random bytes and returns their checksum.
 std::uint64_t make_file(const std::filesystem::path& path, std::uint64_t size, std::uint64_t seed) {
-  auto ch = FileChannel::open(path, OpenOption::write | OpenOption::create | OpenOption::truncate_existing);
+  auto ch = FileChannel::open(
+      path, OpenOption::write | OpenOption::create | OpenOption::truncate_existing);
   test::Xorshift rng(seed);
   Checksum sum;
   auto buf = ByteBuffer::allocate(4 * MiB);
@@ -273,8 +274,9 @@ TEST_F(TransferTest, ClosedPeerIsEpipeNotSigpipe) {
   auto old = std::signal(SIGPIPE, SIG_DFL);
   make_file(dir_ / "f", 4 * MiB, 7);
   auto src = FileChannel::open(dir_ / "f", OpenOption::read);
-  for (TransferPaths p : {static_cast<unsigned>(TransferPath::sendfile), static_cast<unsigned>(TransferPath::splice),
-                          static_cast<unsigned>(TransferPath::copy)}) {
+  for (TransferPaths p :
+       {static_cast<unsigned>(TransferPath::sendfile), static_cast<unsigned>(TransferPath::splice),
+        static_cast<unsigned>(TransferPath::copy)}) {
     auto pair = test::tcp_pair();
     pair.server.close();
     std::error_code ec;
@@ -331,7 +333,8 @@ TEST_F(TransferTest, TransferFromSocketPipeAndFile) {
       pipe.sink().close();
     });
     auto dst = FileChannel::open(dir_ / "from_pipe", OpenOption::read | OpenOption::write |
-                                                         OpenOption::create | OpenOption::truncate_existing);
+                                                         OpenOption::create |
+                                                         OpenOption::truncate_existing);
     std::uint64_t done = 0;
     TransferResult r;
     while (!r.end_of_input) {

@@ -268,13 +268,14 @@ TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) 
   test::ScratchDir dir;
   const std::string path = (dir / "echo.sock").string();
   for (int round = 0; round < 2; ++round) {
-    test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads",
-                               "1", "--backend", std::string(to_string(GetParam()))});
+    test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
+                               "--backend", std::string(to_string(GetParam()))});
     std::string line = program_line(server);
     if (line.rfind("listening on unix:" + path, 0) != 0) {
       server.signal(SIGTERM);
       server.wait();
-      FAIL() << "round " << round << ": first line '" << line << "', stderr: " << server.read_stderr();
+      FAIL() << "round " << round << ": first line '" << line
+             << "', stderr: " << server.read_stderr();
     }
     {
       test::PeerSocket peer{SocketAddress(UnixDomainSocketAddress(path))};
@@ -284,7 +285,8 @@ TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) 
     }
     server.signal(SIGTERM);
     EXPECT_EQ(server.wait(), 0);
-    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path))) << "round " << round;
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path)))
+        << "round " << round;
   }
 }
 

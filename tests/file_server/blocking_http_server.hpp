@@ -79,7 +79,10 @@ class BlockingHttpServer {
       int n = 0;
       std::size_t skip = sent;
       for (auto& v : iov) {
-        if (skip >= v.iov_len) { skip -= v.iov_len; continue; }
+        if (skip >= v.iov_len) {
+          skip -= v.iov_len;
+          continue;
+        }
         rest[n++] = {static_cast<char*>(v.iov_base) + skip, v.iov_len - skip};
         skip = 0;
       }

@@ -86,18 +86,21 @@ TEST_F(CurlInteropTest, RangeHeadAndConditional) {
 
 TEST_F(CurlInteropTest, KeepAliveReusesOneConnection) {
   const auto before = server_->connections();
-  const auto out = curl("-o /dev/null -o /dev/null -o /dev/null -w '%{http_code}' " +
-                        server_->url("/") + " " + server_->url("/big.bin") + " " + server_->url("/"));
+  const auto out =
+      curl("-o /dev/null -o /dev/null -o /dev/null -w '%{http_code}' " + server_->url("/") + " " +
+           server_->url("/big.bin") + " " + server_->url("/"));
   EXPECT_EQ(out, "200200200");
   EXPECT_EQ(server_->connections() - before, 1);
 }
 
 TEST_F(CurlInteropTest, NothingOutsideTheRootIsServed) {
-  for (const char* path : {"/../outside/secret.txt", "/%2e%2e/outside/secret.txt",
-                           "/..%2foutside%2fsecret.txt", "/escape.txt", "/%2e%2e%5coutside%5csecret.txt"}) {
+  for (const char* path :
+       {"/../outside/secret.txt", "/%2e%2e/outside/secret.txt", "/..%2foutside%2fsecret.txt",
+        "/escape.txt", "/%2e%2e%5coutside%5csecret.txt"}) {
     const auto out = curl("--path-as-is -w ' %{http_code}' " + server_->url(path));
     EXPECT_EQ(out.find("SECRET"), std::string::npos) << path;
-    EXPECT_TRUE(out.ends_with(" 403") || out.ends_with(" 400") || out.ends_with(" 404")) << path << ": " << out;
+    EXPECT_TRUE(out.ends_with(" 403") || out.ends_with(" 400") || out.ends_with(" 404"))
+        << path << ": " << out;
   }
 }
 

@@ -115,8 +115,8 @@ TEST_P(FileRootTest, MissingFilesAreNotFound) {
 }
 
 TEST_P(FileRootTest, SymlinksLeadingOutAreRefused) {
-  for (const char* t : {"/link_out", "/link_abs", "/dirlink_out/secret.txt", "/sub/upup/outside/secret.txt",
-                        "/magic"}) {
+  for (const char* t : {"/link_out", "/link_abs", "/dirlink_out/secret.txt",
+                        "/sub/upup/outside/secret.txt", "/magic"}) {
     auto r = open(t);
     EXPECT_EQ(r.status, HttpStatus::forbidden) << t;
     EXPECT_FALSE(r.file.fd.valid()) << t;
@@ -141,11 +141,10 @@ TEST_P(FileRootTest, SymlinkLoopsAndSpecialFilesAreForbidden) {
 }
 
 TEST_P(FileRootTest, CraftedTargetsNeverReachOutside) {
-  for (const char* t : {"/../outside/secret.txt", "/%2e%2e/outside/secret.txt",
-                        "/sub/../../outside/secret.txt", "/..%2foutside%2fsecret.txt",
-                        "/%2e%2e%5coutside%5csecret.txt", "/..\\outside\\secret.txt",
-                        "/secret.txt%00.html", "//..//outside/secret.txt",
-                        "http://h/../outside/secret.txt"}) {
+  for (const char* t :
+       {"/../outside/secret.txt", "/%2e%2e/outside/secret.txt", "/sub/../../outside/secret.txt",
+        "/..%2foutside%2fsecret.txt", "/%2e%2e%5coutside%5csecret.txt", "/..\\outside\\secret.txt",
+        "/secret.txt%00.html", "//..//outside/secret.txt", "http://h/../outside/secret.txt"}) {
     auto r = open(t);
     EXPECT_NE(r.status, HttpStatus::ok) << t;
     EXPECT_FALSE(r.file.fd.valid()) << t;
@@ -157,7 +156,8 @@ TEST_P(FileRootTest, RelativePathsWithDotSegmentsAreRefusedEvenIfPassedDirectly)
   EXPECT_NE(root_->open("../outside/secret.txt").status, HttpStatus::ok);
   EXPECT_NE(root_->open("sub/../../outside/secret.txt").status, HttpStatus::ok);
   EXPECT_NE(root_->open("/etc/hostname").status, HttpStatus::ok);
-  EXPECT_EQ(root_->open(std::string_view("a.txt\0/../../outside", 21)).status, HttpStatus::not_found);
+  EXPECT_EQ(root_->open(std::string_view("a.txt\0/../../outside", 21)).status,
+            HttpStatus::not_found);
 }
 
 TEST_P(FileRootTest, RootRenamedAfterOpeningStillServesTheSameDirectory) {
@@ -169,7 +169,8 @@ TEST_P(FileRootTest, RootRenamedAfterOpeningStillServesTheSameDirectory) {
   EXPECT_EQ(read_all(r.file.fd.get()), "alpha");
 }
 
-INSTANTIATE_TEST_SUITE_P(Resolvers, FileRootTest, ::testing::Values(Resolver::openat2, Resolver::walk),
+INSTANTIATE_TEST_SUITE_P(Resolvers, FileRootTest,
+                         ::testing::Values(Resolver::openat2, Resolver::walk),
                          [](const auto& info) {
                            return info.param == Resolver::openat2 ? "openat2" : "walk";
                          });

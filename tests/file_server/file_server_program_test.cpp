@@ -74,7 +74,9 @@ std::string get(const std::string& target, const std::string& extra = "") {
   return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "Connection: close\r\n\r\n";
 }
 
-std::string status_line(const std::string& response) { return response.substr(0, response.find("\r\n")); }
+std::string status_line(const std::string& response) {
+  return response.substr(0, response.find("\r\n"));
+}
 
 std::string body_of(const std::string& response) {
   auto p = response.find("\r\n\r\n");
@@ -112,7 +114,8 @@ long vm_rss_kib(pid_t pid) {
 std::vector<std::string> open_files(pid_t pid) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
     std::error_code rec;
     auto target = std::filesystem::read_symlink(e.path(), rec);
     if (!rec) out.push_back(target.string());
@@ -196,8 +199,9 @@ class FileServerProgramTest : public ::testing::TestWithParam<ServerCase> {
     root_.write("docs/a.txt", "0123456789abcdefghij");
     // A modification time well in the past: a date in the current second is not one a client
     // can have seen, and may be refused as a validator.
-    std::filesystem::last_write_time(root_ / "docs/a.txt",
-                                     std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+    std::filesystem::last_write_time(
+        root_ / "docs/a.txt",
+        std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
     big_.assign(300 * 1024, '\0');
     for (std::size_t i = 0; i < big_.size(); ++i) big_[i] = static_cast<char>('a' + (i * 7) % 26);
     root_.write("big.bin", big_);
@@ -207,8 +211,14 @@ class FileServerProgramTest : public ::testing::TestWithParam<ServerCase> {
   }
 
   void start(std::vector<std::string> extra) {
-    std::vector<std::string> argv{NIOX_FILE_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1",
-                                  "--threads", "2", "--backend",
+    std::vector<std::string> argv{NIOX_FILE_SERVER_PROGRAM,
+                                  "--port",
+                                  "0",
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--threads",
+                                  "2",
+                                  "--backend",
                                   std::string(niox::to_string(GetParam().kind))};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<ChildProcess>(argv);
@@ -253,7 +263,8 @@ TEST_P(FileServerProgramTest, ServesAPageAndALargeFile) {
 }
 
 TEST_P(FileServerProgramTest, HeadHasNoBody) {
-  auto r = http_exchange(port_, "HEAD /docs/a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  auto r =
+      http_exchange(port_, "HEAD /docs/a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(status_line(r), "HTTP/1.1 200 OK");
   EXPECT_NE(r.find("Content-Length: 20\r\n"), std::string::npos) << r;
   EXPECT_EQ(body_of(r), "");
@@ -302,11 +313,12 @@ TEST_P(FileServerProgramTest, OversizedHeadIs431AndCloses) {
 }
 
 TEST_P(FileServerProgramTest, PipelinedRequestsAnsweredInOrder) {
-  std::string req = "GET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n"
-                    "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n"
-                    "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n"
-                    "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n" +
-                    get("/");
+  std::string req =
+      "GET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n"
+      "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n"
+      "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n" +
+      get("/");
   auto r = http_exchange(port_, req);
   std::vector<std::string> statuses;
   for (auto p = r.find("HTTP/1.1 "); p != std::string::npos; p = r.find("HTTP/1.1 ", p + 1)) {
@@ -412,8 +424,8 @@ TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
   }
   ::close(fd);
   EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
-  EXPECT_TRUE(body_of(got) == large) << "got " << body_of(got).size() << " of " << large.size()
-                                     << " body bytes";
+  EXPECT_TRUE(body_of(got) == large)
+      << "got " << body_of(got).size() << " of " << large.size() << " body bytes";
 }
 
 TEST_P(FileServerProgramTest, SlowlorisClientIsClosed) {
@@ -449,8 +461,8 @@ TEST_P(FileServerProgramTest, CraftedTargetIsRedirectedInsideTheRootOnly) {
   // "//evil.com/../sub" is "sub" inside the root. Its redirect must not be
   // "Location: //evil.com/../sub/", which a browser resolves to the host evil.com.
   root_.write("sub/index.html", "<p>sub</p>");
-  for (const char* target : {"//evil.com/../sub", "//sub", "///evil.com/%2e%2e/sub",
-                             "http://t//evil.com/../sub"}) {
+  for (const char* target :
+       {"//evil.com/../sub", "//sub", "///evil.com/%2e%2e/sub", "http://t//evil.com/../sub"}) {
     auto r = http_exchange(port_, get(target));
     EXPECT_EQ(status_line(r), "HTTP/1.1 301 Moved Permanently") << target;
     EXPECT_EQ(field_of(r, "Location"), "/sub/") << target;
@@ -542,10 +554,12 @@ TEST_P(FileServerProgramTest, ManyOneByteConnectionsDoNotEachReserveTheHeadLimit
     ASSERT_EQ(::send(fd, "G", 1, MSG_NOSIGNAL), 1);
   }
   // Every byte read by the server: no server-side socket holds unread bytes.
-  EXPECT_TRUE(eventually([&] {
-    auto s = server_side_sockets(port_);
-    return s.established >= connections && s.with_unread_bytes == 0;
-  }, std::chrono::seconds(30)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto s = server_side_sockets(port_);
+        return s.established >= connections && s.with_unread_bytes == 0;
+      },
+      std::chrono::seconds(30)));
   const long after_one_byte = vm_rss_kib(server_->pid());
   // The rest of each request, and its answer: each connection's first byte was decoded.
   for (int fd : fds) {
@@ -649,8 +663,8 @@ TEST(FileServerProgram, UsageErrorsExitWith2AndHelpWith0) {
   }
   {
     TempTree t;
-    ChildProcess missing({NIOX_FILE_SERVER_PROGRAM, "--root", (t / "absent").string(), "--port", "0",
-                          "--bind", "127.0.0.1"});
+    ChildProcess missing({NIOX_FILE_SERVER_PROGRAM, "--root", (t / "absent").string(), "--port",
+                          "0", "--bind", "127.0.0.1"});
     EXPECT_EQ(missing.wait(), 1);
     EXPECT_NE(missing.read_stderr().find("absent"), std::string::npos);
   }
@@ -659,8 +673,8 @@ TEST(FileServerProgram, UsageErrorsExitWith2AndHelpWith0) {
 // Starts the program on `root` and expects it to refuse at once: exit status 1 and a message
 // naming the directory and `problem`.
 void expect_root_refused(const std::string& root, const std::string& problem) {
-  ChildProcess server({NIOX_FILE_SERVER_PROGRAM, "--root", root, "--port", "0", "--bind",
-                       "127.0.0.1"});
+  ChildProcess server(
+      {NIOX_FILE_SERVER_PROGRAM, "--root", root, "--port", "0", "--bind", "127.0.0.1"});
   auto status = server.wait(std::chrono::seconds(10));
   ASSERT_TRUE(status) << root << ": the server started instead of refusing the root";
   EXPECT_EQ(*status, 1) << root;

@@ -60,22 +60,26 @@ TEST(HttpDate, RoundTripsEveryDayOfSomeYears) {
 TEST(HttpDate, Rfc850TwoDigitYearsFollowTheFiftyYearRule) {
   const std::time_t in_2026 = 1780000000;
   // 76 -> 2076 is exactly 50 years ahead: allowed; 77 -> 2077 is more, so 1977.
-  EXPECT_EQ(format_http_date(*parse_http_date("Monday, 01-Jan-76 00:00:00 GMT", in_2026)).substr(12, 4),
-            "2076");
-  EXPECT_EQ(format_http_date(*parse_http_date("Monday, 01-Jan-77 00:00:00 GMT", in_2026)).substr(12, 4),
-            "1977");
-  EXPECT_EQ(format_http_date(*parse_http_date("Monday, 01-Jan-25 00:00:00 GMT", in_2026)).substr(12, 4),
-            "2025");
+  EXPECT_EQ(
+      format_http_date(*parse_http_date("Monday, 01-Jan-76 00:00:00 GMT", in_2026)).substr(12, 4),
+      "2076");
+  EXPECT_EQ(
+      format_http_date(*parse_http_date("Monday, 01-Jan-77 00:00:00 GMT", in_2026)).substr(12, 4),
+      "1977");
+  EXPECT_EQ(
+      format_http_date(*parse_http_date("Monday, 01-Jan-25 00:00:00 GMT", in_2026)).substr(12, 4),
+      "2025");
 }
 
 TEST(HttpDate, RejectsMalformedAndImpossibleDates) {
-  for (const char* bad : {"", "yesterday", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT",
-                          "Sun, 06 nov 1994 08:49:37 GMT", "Sun, 30 Feb 2024 00:00:00 GMT",
-                          "Sun, 29 Feb 2023 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
-                          "Sun, 06 Nov 1994 08:60:00 GMT", "Xyz, 06 Nov 1994 08:49:37 GMT",
-                          "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
-                          "Sun, 06 Nov 1994 08:49:3x GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
-                          "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 94", "Sun, 00 Nov 1994 08:49:37 GMT"}) {
+  for (const char* bad :
+       {"", "yesterday", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 nov 1994 08:49:37 GMT", "Sun, 30 Feb 2024 00:00:00 GMT",
+        "Sun, 29 Feb 2023 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+        "Sun, 06 Nov 1994 08:60:00 GMT", "Xyz, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:3x GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
+        "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 94", "Sun, 00 Nov 1994 08:49:37 GMT"}) {
     EXPECT_FALSE(parse_http_date(bad)) << bad;
   }
 }
@@ -111,9 +115,9 @@ TEST(Range, UnsatisfiableRanges) {
 
 TEST(Range, IgnoredRangesServeTheWholeFile) {
   using K = ByteRange::Kind;
-  for (const char* v : {"bytes=0-1,5-9", "bytes=5-1", "items=0-1", "bytes=", "bytes=-", "bytes=a-b",
-                        "bytes 0-1", "bytes=0-1-2", "bytes=+1-2", "bytes=1--2",
-                        "bytes=99999999999999999999-", "bytes=0x10-"}) {
+  for (const char* v :
+       {"bytes=0-1,5-9", "bytes=5-1", "items=0-1", "bytes=", "bytes=-", "bytes=a-b", "bytes 0-1",
+        "bytes=0-1-2", "bytes=+1-2", "bytes=1--2", "bytes=99999999999999999999-", "bytes=0x10-"}) {
     expect_range(v, 1000, K::none);
   }
   expect_range("bytes=0-0", 0, K::none);

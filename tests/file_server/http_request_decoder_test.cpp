@@ -33,8 +33,8 @@ struct Outcome {
 };
 
 Seen copy(const HttpRequest& r) {
-  Seen s{std::string(r.method()), std::string(r.target()), r.version(), {}, r.keep_alive(),
-         r.content_length()};
+  Seen s{std::string(r.method()), std::string(r.target()), r.version(), {},
+         r.keep_alive(),          r.content_length()};
   for (auto& h : r.headers()) {
     s.headers.emplace_back(h.name, h.value);
   }
@@ -109,9 +109,11 @@ TEST(HttpRequestDecoder, HeaderLookupIsCaseInsensitiveAndValuesTrimmed) {
 
 TEST(HttpRequestDecoder, PersistenceFollowsVersionAndConnection) {
   EXPECT_FALSE(run_whole("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-                   .requests.at(0).keep_alive);
+                   .requests.at(0)
+                   .keep_alive);
   EXPECT_FALSE(run_whole("GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, CLOSE\r\n\r\n")
-                   .requests.at(0).keep_alive);
+                   .requests.at(0)
+                   .keep_alive);
   EXPECT_FALSE(run_whole("GET / HTTP/1.0\r\n\r\n").requests.at(0).keep_alive);
   auto ka10 = run_whole("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
   EXPECT_TRUE(ka10.requests.at(0).keep_alive);
@@ -185,7 +187,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"transfer_encoding",
                  "GET / HTTP/1.1\r\n" + ok_host + "Transfer-Encoding: chunked\r\n\r\n",
                  HttpStatus::bad_request},
-        BadInput{"bad_content_length", "GET / HTTP/1.1\r\n" + ok_host + "Content-Length: 1x\r\n\r\n",
+        BadInput{"bad_content_length",
+                 "GET / HTTP/1.1\r\n" + ok_host + "Content-Length: 1x\r\n\r\n",
                  HttpStatus::bad_request},
         BadInput{"negative_content_length",
                  "GET / HTTP/1.1\r\n" + ok_host + "Content-Length: -1\r\n\r\n",
@@ -299,7 +302,9 @@ TEST(HttpRequestDecoder, GrowingBufferKeepsTheExactLimit) {
 
 TEST(HttpRequestDecoder, ContentLengthBodyIsSkippedAcrossPieces) {
   HttpRequestDecoder d;
-  std::string in = "GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n\r\n";
+  std::string in =
+      "GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: "
+      "h\r\n\r\n";
   auto out = run(d, in, {in.find("hello") + 2});
   ASSERT_EQ(out.requests.size(), 2u);
   EXPECT_EQ(out.requests[0].content_length, 5u);

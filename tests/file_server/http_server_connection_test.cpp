@@ -23,8 +23,9 @@ std::string wire(const std::vector<HttpResponse>& responses) {
     out += r.body.string_view();
     if (r.has_file_region()) {
       std::string region(static_cast<std::size_t>(r.file_count), '\0');
-      EXPECT_EQ(::pread(r.file.get(), region.data(), region.size(), static_cast<off_t>(r.file_offset)),
-                static_cast<ssize_t>(region.size()));
+      EXPECT_EQ(
+          ::pread(r.file.get(), region.data(), region.size(), static_cast<off_t>(r.file_offset)),
+          static_cast<ssize_t>(region.size()));
       out += region;
     }
   }
@@ -148,7 +149,9 @@ TEST_F(HttpServerConnectionTest, ResponseQueueIsBounded) {
 }
 
 TEST_F(HttpServerConnectionTest, ConnectionCloseStopsDecoding) {
-  auto r = serve("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", {});
+  auto r = serve(
+      "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+      {});
   EXPECT_EQ(r.responses, 1u);
   EXPECT_TRUE(r.closing);
   auto http10 = serve("GET / HTTP/1.0\r\n\r\nGET / HTTP/1.0\r\n\r\n", {});
@@ -156,8 +159,10 @@ TEST_F(HttpServerConnectionTest, ConnectionCloseStopsDecoding) {
 }
 
 TEST_F(HttpServerConnectionTest, MalformedRequestGetsAnErrorThenClose) {
-  auto r = serve("GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nBad Header: x\r\n\r\n"
-                 "GET / HTTP/1.1\r\nHost: h\r\n\r\n", {});
+  auto r = serve(
+      "GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nBad Header: x\r\n\r\n"
+      "GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+      {});
   EXPECT_EQ(r.responses, 2u);
   EXPECT_TRUE(r.closing);
   EXPECT_NE(r.wire.find("HTTP/1.1 400 Bad Request\r\n"), std::string::npos);
@@ -186,8 +191,12 @@ TEST_F(HttpServerConnectionTest, MutatedInputIsSplitIndependent) {
       std::size_t at = rng() % (input.size() + 1);
       switch (rng() % 3) {
         case 0: input.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 1: if (at < input.size()) input.erase(at, 1); break;
-        default: if (at < input.size()) input[at] = static_cast<char>(rng() & 0xff); break;
+        case 1:
+          if (at < input.size()) input.erase(at, 1);
+          break;
+        default:
+          if (at < input.size()) input[at] = static_cast<char>(rng() & 0xff);
+          break;
       }
     }
     const auto whole = serve(input, {});

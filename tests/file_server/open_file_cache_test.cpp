@@ -28,7 +28,8 @@ class OpenFileCacheTest : public ::testing::Test {
   }
 
   HttpResponse get(std::string_view target, OpenFileCache& cache, std::string_view extra = "") {
-    req_ = std::string("GET ") + std::string(target) + " HTTP/1.1\r\nHost: h\r\n" + std::string(extra) + "\r\n";
+    req_ = std::string("GET ") + std::string(target) + " HTTP/1.1\r\nHost: h\r\n" +
+           std::string(extra) + "\r\n";
     auto in = ByteBuffer::wrap(std::string_view(req_));
     EXPECT_EQ(decoder_.decode(in), DecodeStatus::request);
     return responder_->respond(decoder_.request(), now, &cache);
@@ -140,8 +141,8 @@ TEST_F(OpenFileCacheTest, EntriesAreCheckedAgainOnceValidHasPassed) {
   EXPECT_NE(cache.find(*root_, "dir", t + valid), nullptr);
   ::unlink((tree_ / "big.bin").c_str());
   tree_.write("small.txt", "changed!");
-  EXPECT_EQ(cache.find(*root_, "big.bin", t + 2 * valid), nullptr);   // deleted: dropped
-  EXPECT_EQ(cache.find(*root_, "small.txt", t + 2 * valid), nullptr); // changed: dropped
+  EXPECT_EQ(cache.find(*root_, "big.bin", t + 2 * valid), nullptr);    // deleted: dropped
+  EXPECT_EQ(cache.find(*root_, "small.txt", t + 2 * valid), nullptr);  // changed: dropped
   EXPECT_FALSE(holds_open(tree_ / "big.bin"));
   EXPECT_EQ(cache.size(), 1u);
   EXPECT_EQ(get("/small.txt", cache).body.string_view(), "changed!");

@@ -150,7 +150,8 @@ TEST_F(StaticFileResponderTest, DirectoryWithoutSlashIsRedirected) {
             "/dir/");
   EXPECT_EQ(parse_head(respond("GET http://h/dir HTTP/1.1\r\nHost: h\r\n\r\n").head).at("location"),
             "/dir/");
-  EXPECT_EQ(respond("GET / HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::not_found);  // no index
+  EXPECT_EQ(respond("GET / HTTP/1.1\r\nHost: h\r\n\r\n").status,
+            HttpStatus::not_found);  // no index
   EXPECT_EQ(respond("GET /dir/ HTTP/1.1\r\nHost: h\r\n\r\n").status, HttpStatus::ok);
 }
 
@@ -245,8 +246,9 @@ TEST_F(StaticFileResponderTest, IgnoredRanges) {
     EXPECT_EQ(r.status, HttpStatus::ok) << req;
     EXPECT_EQ(parse_head(r.head).at("content-length"), "5") << req;
   }
-  auto matching = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nRange: bytes=0-0\r\n"
-                          "If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
+  auto matching = respond(
+      "GET /small.txt HTTP/1.1\r\nHost: h\r\nRange: bytes=0-0\r\n"
+      "If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
   EXPECT_EQ(matching.status, HttpStatus::partial_content);
 }
 
@@ -267,8 +269,9 @@ TEST_F(StaticFileResponderTest, IfModifiedSince) {
                      date + "\r\n\r\n");
     EXPECT_EQ(r.status, HttpStatus::ok) << date;
   }
-  auto inm = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"x\"\r\n"
-                     "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
+  auto inm = respond(
+      "GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"x\"\r\n"
+      "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
   EXPECT_EQ(inm.status, HttpStatus::ok);
 }
 
@@ -277,16 +280,16 @@ TEST_F(StaticFileResponderTest, IfModifiedSinceInTheFutureIsIgnored) {
   // then ignored: the full response, not 304.
   for (std::time_t offset : {1, 3600, 86400 * 365}) {
     auto date = format_http_date(now + offset);
-    auto r = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date +
-                     "\r\n\r\n");
+    auto r =
+        respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date + "\r\n\r\n");
     EXPECT_EQ(r.status, HttpStatus::ok) << date;
     EXPECT_EQ(r.body.string_view(), "alpha") << date;
   }
   // Up to the current time it is a valid date, later than the file's: 304.
   for (std::time_t offset : {0, -1, -86400}) {
     auto date = format_http_date(now + offset);
-    auto r = respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date +
-                     "\r\n\r\n");
+    auto r =
+        respond("GET /small.txt HTTP/1.1\r\nHost: h\r\nIf-Modified-Since: " + date + "\r\n\r\n");
     EXPECT_EQ(r.status, HttpStatus::not_modified) << date;
   }
 }
@@ -306,8 +309,9 @@ TEST_F(StaticFileResponderTest, ErrorsHaveShortTextBodies) {
     const char* target;
     HttpStatus status;
   };
-  for (auto c : {Case{"/nope", HttpStatus::not_found}, Case{"/../x", HttpStatus::forbidden},
-                 Case{"/a%2fb", HttpStatus::bad_request}, Case{"/.hidden", HttpStatus::not_found}}) {
+  for (auto c :
+       {Case{"/nope", HttpStatus::not_found}, Case{"/../x", HttpStatus::forbidden},
+        Case{"/a%2fb", HttpStatus::bad_request}, Case{"/.hidden", HttpStatus::not_found}}) {
     auto r = respond(std::string("GET ") + c.target + " HTTP/1.1\r\nHost: h\r\n\r\n");
     EXPECT_EQ(r.status, c.status) << c.target;
     auto p = parse_head(r.head);

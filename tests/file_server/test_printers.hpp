@@ -6,7 +6,5 @@
 #include <ostream>
 
 namespace niox::http {
-inline void PrintTo(HttpStatus s, std::ostream* os) {
-  *os << code(s) << ' ' << reason_phrase(s);
-}
+inline void PrintTo(HttpStatus s, std::ostream* os) { *os << code(s) << ' ' << reason_phrase(s); }
 }  // namespace niox::http

@@ -120,7 +120,9 @@ TEST_P(KvTest, ManyClientsShareTheStore) {
   std::vector<std::unique_ptr<kv::KvClient>> clients;
   for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<kv::KvClient>(*group_, address()));
   for (int i = 0; i < 4; ++i) {
-    clients[static_cast<std::size_t>(i)]->put("c" + std::to_string(i), buffer_of(std::string(1000, char('a' + i)))).get();
+    clients[static_cast<std::size_t>(i)]
+        ->put("c" + std::to_string(i), buffer_of(std::string(1000, char('a' + i))))
+        .get();
   }
   for (int i = 0; i < 4; ++i) {
     auto r = clients[static_cast<std::size_t>((i + 1) % 4)]->get("c" + std::to_string(i)).get();
@@ -233,7 +235,8 @@ TEST_P(KvTest, ClientsThatPipelineAndNeverReadKeepTheServersMemoryBounded) {
   }
   const std::size_t before = status_bytes(hwm ? "VmHWM:" : "VmRSS:");
   std::size_t peak = before;
-  for (std::size_t c = 0; c < clients; ++c) peers.push_back(std::make_unique<test::PeerSocket>(address()));
+  for (std::size_t c = 0; c < clients; ++c)
+    peers.push_back(std::make_unique<test::PeerSocket>(address()));
   std::vector<std::size_t> sent(clients, 0), received(clients, 0);
   auto send_some = [&](std::size_t c) {
     ssize_t n = ::send(peers[c]->fd(), stream.data() + sent[c], stream.size() - sent[c],
@@ -282,7 +285,9 @@ TEST_P(KvTest, ClientsThatPipelineAndNeverReadKeepTheServersMemoryBounded) {
         continue;
       }
       for (ssize_t i = 0; i < n; ++i) {
-        if (buf[static_cast<std::size_t>(i)] != expected_byte(received[c] + static_cast<std::size_t>(i))) ++mismatches;
+        if (buf[static_cast<std::size_t>(i)] !=
+            expected_byte(received[c] + static_cast<std::size_t>(i)))
+          ++mismatches;
       }
       if (n > 0) received[c] += static_cast<std::size_t>(n);
       if (received[c] == total) ++done;
@@ -295,7 +300,8 @@ TEST_P(KvTest, ClientsThatPipelineAndNeverReadKeepTheServersMemoryBounded) {
   const std::size_t growth = peak > before ? peak - before : 0;
   // Per connection: the high water mark + 64 KiB of queued replies, the requests of one read
   // not executed yet, buffers and bookkeeping; generously.
-  const std::size_t bound = clients * (WriteBufferWaterMark{}.high + (64u << 10) + (1u << 20)) + (16u << 20);
+  const std::size_t bound =
+      clients * (WriteBufferWaterMark{}.high + (64u << 10) + (1u << 20)) + (16u << 20);
   RecordProperty("rss_growth_kib", std::to_string(growth / 1024));
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // A sanitizer's allocator keeps freed blocks in quarantine (hundreds of MB for the replies

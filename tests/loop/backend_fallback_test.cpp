@@ -30,7 +30,8 @@ bool refuse_io_uring_setup(int err) {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<unsigned>(err) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K,
+               SECCOMP_RET_ERRNO | (static_cast<unsigned>(err) & SECCOMP_RET_DATA)),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
@@ -60,9 +61,13 @@ int child(int err) {
   msg.flip();
   bool wrote = false;
   std::size_t got = 0;
-  first.write(sv[0], std::move(msg), [&](std::error_code ec, std::size_t, ByteBuffer) { wrote = !ec; });
-  first.read(sv[1], ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) { got = ec ? 0 : n; });
-  if (!test::run_until(first, [&] { return wrote && got == 3; }, std::chrono::seconds(10))) return 15;
+  first.write(sv[0], std::move(msg),
+              [&](std::error_code ec, std::size_t, ByteBuffer) { wrote = !ec; });
+  first.read(sv[1], ByteBuffer::allocate(8),
+             [&](std::error_code ec, std::size_t n, ByteBuffer) { got = ec ? 0 : n; });
+  if (!test::run_until(
+          first, [&] { return wrote && got == 3; }, std::chrono::seconds(10)))
+    return 15;
   first.close(FileDescriptor(sv[0]));
   first.close(FileDescriptor(sv[1]));
   return 0;
@@ -82,7 +87,8 @@ TEST_P(BackendFallback, AutomaticLoopFallsBackToEpollAndSaysSoOnce) {
   ::close(err_pipe[1]);
   std::string err;
   char buf[512];
-  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof buf)) > 0;)
+    err.append(buf, static_cast<std::size_t>(n));
   ::close(err_pipe[0]);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -96,7 +102,9 @@ TEST_P(BackendFallback, AutomaticLoopFallsBackToEpollAndSaysSoOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Errors, BackendFallback, ::testing::Values(ENOSYS, EPERM, ENOMEM),
                          [](const ::testing::TestParamInfo<int>& i) {
-                           return std::string(i.param == ENOSYS ? "ENOSYS" : i.param == EPERM ? "EPERM" : "ENOMEM");
+                           return std::string(i.param == ENOSYS  ? "ENOSYS"
+                                              : i.param == EPERM ? "EPERM"
+                                                                 : "ENOMEM");
                          });
 
 }  // namespace

@@ -63,13 +63,14 @@ TEST_P(LoopTest, ReadAndWriteOneBufferNeverCompleteInline) {
     EXPECT_EQ(buf.position(), 5u);  // advanced by exactly what was written
     wrote = true;
   });
-  loop.read(b.get(), ByteBuffer::allocate(16), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-    EXPECT_TRUE(started);
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(n, 5u);
-    EXPECT_EQ(filled(buf), "hello");
-    read = true;
-  });
+  loop.read(b.get(), ByteBuffer::allocate(16),
+            [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+              EXPECT_TRUE(started);
+              EXPECT_FALSE(ec);
+              EXPECT_EQ(n, 5u);
+              EXPECT_EQ(filled(buf), "hello");
+              read = true;
+            });
   started = true;
   EXPECT_FALSE(wrote);
   ASSERT_TRUE(run_until(loop, [&] { return wrote && read; }));
@@ -90,7 +91,8 @@ TEST_P(LoopTest, GatheringWriteScatteringRead) {
   });
   ASSERT_TRUE(run_until(loop, [&] { return wrote; }));
   EXPECT_EQ(out[0].position(), 0u);  // the caller's buffers are untouched duplicates
-  std::array<ByteBuffer, 3> in{ByteBuffer::allocate(3), ByteBuffer::allocate(1), ByteBuffer::allocate(10)};
+  std::array<ByteBuffer, 3> in{ByteBuffer::allocate(3), ByteBuffer::allocate(1),
+                               ByteBuffer::allocate(10)};
   bool read = false;
   loop.read(b.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
     EXPECT_FALSE(ec);
@@ -129,15 +131,17 @@ TEST_P(LoopTest, WritesCompleteInOrderAndShortWritesResume) {
   }
   std::string got;
   std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(7000), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-      ASSERT_FALSE(ec);
-      ASSERT_GT(n, 0u);
-      got += filled(buf);
-      if (got.size() < expected.size()) read_more();
-    });
+    loop.read(b.get(), ByteBuffer::allocate(7000),
+              [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                ASSERT_FALSE(ec);
+                ASSERT_GT(n, 0u);
+                got += filled(buf);
+                if (got.size() < expected.size()) read_more();
+              });
   };
   read_more();
-  ASSERT_TRUE(run_until(loop, [&] { return got.size() == expected.size() && order.size() == kWrites; }));
+  ASSERT_TRUE(
+      run_until(loop, [&] { return got.size() == expected.size() && order.size() == kWrites; }));
   EXPECT_TRUE(got == expected);
   for (int i = 0; i < kWrites; ++i) EXPECT_EQ(order[i], i);
 }
@@ -147,10 +151,11 @@ TEST_P(LoopTest, ReadsCompleteInOrder) {
   auto [a, b] = test::loop_socket_pair();
   std::vector<std::string> got;
   for (int i = 0; i < 5; ++i) {
-    loop.read(b.get(), ByteBuffer::allocate(2), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-      EXPECT_FALSE(ec);
-      got.push_back(filled(buf));
-    });
+    loop.read(b.get(), ByteBuffer::allocate(2),
+              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+                EXPECT_FALSE(ec);
+                got.push_back(filled(buf));
+              });
   }
   ASSERT_EQ(::write(a.get(), "0011223344", 10), 10);
   ASSERT_TRUE(run_until(loop, [&] { return got.size() == 5; }));
@@ -203,7 +208,8 @@ TEST_P(LoopTest, AcceptConnectAndTalk) {
   ASSERT_GE(server, 0);
   EXPECT_TRUE(::fcntl(server, F_GETFD) & FD_CLOEXEC);
   std::string got;
-  loop.write(client.get(), text("ping"), [](std::error_code ec, std::size_t, ByteBuffer) { EXPECT_FALSE(ec); });
+  loop.write(client.get(), text("ping"),
+             [](std::error_code ec, std::size_t, ByteBuffer) { EXPECT_FALSE(ec); });
   loop.read(server, ByteBuffer::allocate(16), [&](std::error_code ec, std::size_t, ByteBuffer b) {
     EXPECT_FALSE(ec);
     got = filled(b);
@@ -296,10 +302,13 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   int calls = 0;
   loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
     ++calls;
-    if (ec) final_ec = ec;
-    else accepted.push_back(fd);
+    if (ec)
+      final_ec = ec;
+    else
+      accepted.push_back(fd);
   });
-  bool ended = run_until(loop, [&] { return static_cast<bool>(final_ec); }, std::chrono::seconds(10));
+  bool ended = run_until(
+      loop, [&] { return static_cast<bool>(final_ec); }, std::chrono::seconds(10));
   int calls_at_end = calls;
   loop.run_once(20ms);
   ::setrlimit(RLIMIT_NOFILE, &old);
@@ -323,23 +332,25 @@ TEST_P(LoopTest, DatagramsWithAddresses) {
   InetSocketAddress to = InetSocketAddress::loopback_v4(test::local_port(rx.get()));
   bool sent = false;
   std::array<ByteBuffer, 2> out{text("da"), text("tagram")};
-  loop.sendmsg(tx.get(), out, SocketAddress(to), [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(n, 8u);
-    sent = true;
-  });
+  loop.sendmsg(tx.get(), out, SocketAddress(to),
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
+                 EXPECT_FALSE(ec);
+                 EXPECT_EQ(n, 8u);
+                 sent = true;
+               });
   std::string got;
   SocketAddress from;
   int flags = -1;
   std::array<ByteBuffer, 1> in{ByteBuffer::allocate(5)};  // too small: truncated
-  loop.recvmsg(rx.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
-                                 const SocketAddress& peer, int msg_flags) {
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(n, 5u);
-    got = filled(bufs[0]);
-    from = peer;
-    flags = msg_flags;
-  });
+  loop.recvmsg(rx.get(), in,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
+                   const SocketAddress& peer, int msg_flags) {
+                 EXPECT_FALSE(ec);
+                 EXPECT_EQ(n, 5u);
+                 got = filled(bufs[0]);
+                 from = peer;
+                 flags = msg_flags;
+               });
   ASSERT_TRUE(run_until(loop, [&] { return sent && flags != -1; }));
   EXPECT_EQ(got, "datag");
   EXPECT_TRUE(flags & MSG_TRUNC);
@@ -367,20 +378,22 @@ TEST_P(LoopTest, FileWriteAtAndReadAtWithManyBuffers) {
   FileDescriptor file = test::loop_temp_file();
   std::array<ByteBuffer, 3> out{text("hello "), text("file "), text("world")};
   bool wrote = false;
-  loop.write_at(file.get(), 100, out, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(n, 16u);
-    wrote = true;
-  });
+  loop.write_at(file.get(), 100, out,
+                [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
+                  EXPECT_FALSE(ec);
+                  EXPECT_EQ(n, 16u);
+                  wrote = true;
+                });
   ASSERT_TRUE(run_until(loop, [&] { return wrote; }));
   std::array<ByteBuffer, 2> in{ByteBuffer::allocate(6), ByteBuffer::allocate(20)};
   std::string got;
   std::size_t count = 0;
-  loop.read_at(file.get(), 100, in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
-    EXPECT_FALSE(ec);
-    count = n;
-    got = filled(bufs[0]) + "|" + filled(bufs[1]);
-  });
+  loop.read_at(file.get(), 100, in,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
+                 EXPECT_FALSE(ec);
+                 count = n;
+                 got = filled(bufs[0]) + "|" + filled(bufs[1]);
+               });
   ASSERT_TRUE(run_until(loop, [&] { return count != 0; }));
   EXPECT_EQ(count, 16u);
   EXPECT_EQ(got, "hello |file world");
@@ -415,22 +428,25 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   FileDescriptor file = test::loop_temp_file();
   std::string content;
   for (int i = 0; i < 300000; ++i) content.push_back(static_cast<char>(i * 7 + i / 251));
-  ASSERT_EQ(::pwrite(file.get(), content.data(), content.size(), 0), static_cast<ssize_t>(content.size()));
+  ASSERT_EQ(::pwrite(file.get(), content.data(), content.size(), 0),
+            static_cast<ssize_t>(content.size()));
   auto [a, b] = test::loop_socket_pair();
   std::size_t sent = 0;
   bool done = false;
-  loop.transfer_to(file.get(), 1000, content.size() - 1000, a.get(), [&](std::error_code ec, std::size_t n) {
-    EXPECT_FALSE(ec) << ec.message();
-    sent = n;
-    done = true;
-  });
+  loop.transfer_to(file.get(), 1000, content.size() - 1000, a.get(),
+                   [&](std::error_code ec, std::size_t n) {
+                     EXPECT_FALSE(ec) << ec.message();
+                     sent = n;
+                     done = true;
+                   });
   std::string got;
   std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(65536), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-      ASSERT_FALSE(ec);
-      got += filled(buf);
-      if (got.size() < content.size() - 1000) read_more();
-    });
+    loop.read(b.get(), ByteBuffer::allocate(65536),
+              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+                ASSERT_FALSE(ec);
+                got += filled(buf);
+                if (got.size() < content.size() - 1000) read_more();
+              });
   };
   read_more();
   ASSERT_TRUE(run_until(loop, [&] { return done && got.size() == content.size() - 1000; }));
@@ -440,11 +456,12 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   std::error_code past;
   std::size_t n_past = 0;
   done = false;
-  loop.transfer_to(file.get(), content.size() - 10, 100, a.get(), [&](std::error_code ec, std::size_t n) {
-    past = ec;
-    n_past = n;
-    done = true;
-  });
+  loop.transfer_to(file.get(), content.size() - 10, 100, a.get(),
+                   [&](std::error_code ec, std::size_t n) {
+                     past = ec;
+                     n_past = n;
+                     done = true;
+                   });
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
   EXPECT_EQ(past, LoopError::end_of_file);
   EXPECT_EQ(n_past, 10u);
@@ -479,20 +496,22 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   for (int i = 0; i < 200000; ++i) body.push_back(static_cast<char>(i * 13 + i / 257));
   ASSERT_EQ(::pwrite(file.get(), body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
   bool sent = false;
-  loop.transfer_to(file.get(), 0, body.size(), client.get(), [&](std::error_code ec, std::size_t n) {
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(n, body.size());
-    sent = true;
-  });
+  loop.transfer_to(file.get(), 0, body.size(), client.get(),
+                   [&](std::error_code ec, std::size_t n) {
+                     EXPECT_FALSE(ec);
+                     EXPECT_EQ(n, body.size());
+                     sent = true;
+                   });
   std::string got;
   std::size_t want = 8 + body.size();
   // Reads on until `want` bytes are in `got`.
   std::function<void()> read_more = [&] {
-    loop.read(server, ByteBuffer::allocate(65536), [&](std::error_code ec, std::size_t, ByteBuffer b) {
-      ASSERT_FALSE(ec);
-      got += filled(b);
-      if (got.size() < want) read_more();
-    });
+    loop.read(server, ByteBuffer::allocate(65536),
+              [&](std::error_code ec, std::size_t, ByteBuffer b) {
+                ASSERT_FALSE(ec);
+                got += filled(b);
+                if (got.size() < want) read_more();
+              });
   };
   read_more();
   ASSERT_TRUE(run_until(loop, [&] { return sent && got.size() == want; }));
@@ -576,12 +595,13 @@ TEST_P(LoopTest, CancelPendingReadReturnsItsBuffer) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
   int calls = 0;
-  auto h = loop.read(b.get(), ByteBuffer::allocate(32), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-    EXPECT_EQ(ec, std::errc::operation_canceled);
-    EXPECT_EQ(n, 0u);
-    EXPECT_EQ(buf.capacity(), 32u);
-    ++calls;
-  });
+  auto h = loop.read(b.get(), ByteBuffer::allocate(32),
+                     [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                       EXPECT_EQ(ec, std::errc::operation_canceled);
+                       EXPECT_EQ(n, 0u);
+                       EXPECT_EQ(buf.capacity(), 32u);
+                       ++calls;
+                     });
   loop.run_once();  // now in the kernel / parked
   EXPECT_TRUE(loop.cancel(h));
   ASSERT_TRUE(run_until(loop, [&] { return calls == 1; }));
@@ -590,7 +610,8 @@ TEST_P(LoopTest, CancelPendingReadReturnsItsBuffer) {
   // The descriptor still works afterwards.
   std::string got;
   ASSERT_EQ(::write(a.get(), "ok", 2), 2);
-  loop.read(b.get(), ByteBuffer::allocate(8), [&](std::error_code, std::size_t, ByteBuffer buf) { got = filled(buf); });
+  loop.read(b.get(), ByteBuffer::allocate(8),
+            [&](std::error_code, std::size_t, ByteBuffer buf) { got = filled(buf); });
   ASSERT_TRUE(run_until(loop, [&] { return !got.empty(); }));
   EXPECT_EQ(got, "ok");
 }
@@ -603,12 +624,17 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
   int small = 4096;
   ::setsockopt(a.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   int aborted = 0, other = 0;
-  auto count = [&](std::error_code ec) { ec == std::errc::operation_canceled ? ++aborted : ++other; };
+  auto count = [&](std::error_code ec) {
+    ec == std::errc::operation_canceled ? ++aborted : ++other;
+  };
   for (int i = 0; i < 3; ++i) {
-    loop.read(a.get(), ByteBuffer::allocate(64), [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
+    loop.read(a.get(), ByteBuffer::allocate(64),
+              [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
   }
-  loop.write(a.get(), ByteBuffer::allocate(1 << 20), [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
-  loop.write(a.get(), text("queued"), [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
+  loop.write(a.get(), ByteBuffer::allocate(1 << 20),
+             [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
+  loop.write(a.get(), text("queued"),
+             [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
   loop.poll(a.get(), POLLPRI, [&, count](std::error_code ec, int) { count(ec); });
   loop.run_once();
   loop.run_once();
@@ -621,12 +647,14 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
   if (reused >= 0) {
     int peer = reused == c.get() ? d.get() : c.get();
     ASSERT_EQ(::write(peer, "new", 3), 3);
-    loop.read(reused, ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-      EXPECT_FALSE(ec);
-      got = filled(buf);
-    });
+    loop.read(reused, ByteBuffer::allocate(8),
+              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+                EXPECT_FALSE(ec);
+                got = filled(buf);
+              });
   }
-  ASSERT_TRUE(run_until(loop, [&] { return aborted + other == 6 && (reused < 0 || !got.empty()); }));
+  ASSERT_TRUE(
+      run_until(loop, [&] { return aborted + other == 6 && (reused < 0 || !got.empty()); }));
   EXPECT_EQ(aborted, 6);
   EXPECT_EQ(other, 0);
   if (reused >= 0) {
@@ -647,11 +675,12 @@ TEST_P(LoopTest, DestroyWithOperationsInFlight) {
   {
     EventLoop loop(options());
     for (int i = 0; i < 8; ++i) {
-      loop.read(i % 2 ? a.get() : b.get(), ByteBuffer::allocate(4096), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-        ++total;
-        if (ec == std::errc::operation_canceled) ++aborted;
-        EXPECT_EQ(buf.capacity(), 4096u);
-      });
+      loop.read(i % 2 ? a.get() : b.get(), ByteBuffer::allocate(4096),
+                [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+                  ++total;
+                  if (ec == std::errc::operation_canceled) ++aborted;
+                  EXPECT_EQ(buf.capacity(), 4096u);
+                });
     }
     loop.schedule(1h, [&] { ++timer_ran; });  // pending when the loop goes: never runs
     loop.accept_multishot(b.get(), [&](std::error_code ec, int) {  // fails: not a listener
@@ -720,7 +749,8 @@ TEST_P(LoopTest, OperationsFromAnotherThreadAreRefusedTimersHop) {
       ++refused;
     }
     try {
-      loop.write(a.get(), ByteBuffer::wrap(std::string_view("x")), [](std::error_code, std::size_t, ByteBuffer) {});
+      loop.write(a.get(), ByteBuffer::wrap(std::string_view("x")),
+                 [](std::error_code, std::size_t, ByteBuffer) {});
     } catch (const IllegalStateException&) {
       ++refused;
     }
@@ -794,7 +824,8 @@ TEST_P(LoopTest, OneGibThroughASocketPairWithChecksum) {
   };
   write_more();
   read_more(std::move(in));
-  ASSERT_TRUE(run_until(loop, [&] { return received == kTotal && sent == kTotal; }, std::chrono::seconds(120)));
+  ASSERT_TRUE(run_until(
+      loop, [&] { return received == kTotal && sent == kTotal; }, std::chrono::seconds(120)));
   EXPECT_EQ(sum_in, sum_out);
   auto c = loop.counters();
   EXPECT_EQ(c.bytes_written, kTotal);
@@ -813,11 +844,12 @@ TEST_P(LoopTest, TinyRingFullSubmissionAndOverflowingCompletionQueues) {
   int done = 0;
   for (int i = 0; i < kPairs; ++i) {
     pairs.push_back(test::loop_socket_pair());
-    loop.read(pairs.back().second.get(), ByteBuffer::allocate(8), [&, i](std::error_code ec, std::size_t, ByteBuffer buf) {
-      EXPECT_FALSE(ec);
-      EXPECT_EQ(filled(buf), std::to_string(i));
-      ++done;
-    });
+    loop.read(pairs.back().second.get(), ByteBuffer::allocate(8),
+              [&, i](std::error_code ec, std::size_t, ByteBuffer buf) {
+                EXPECT_FALSE(ec);
+                EXPECT_EQ(filled(buf), std::to_string(i));
+                ++done;
+              });
   }
   loop.run_once();
   loop.run_once();
@@ -852,7 +884,8 @@ TEST_P(LoopTest, OperationsAfterShutdownAreAborted) {
   auto [a, b] = test::loop_socket_pair();
   loop.shutdown();
   std::error_code result;
-  loop.read(a.get(), ByteBuffer::allocate(4), [&](std::error_code ec, std::size_t, ByteBuffer) { result = ec; });
+  loop.read(a.get(), ByteBuffer::allocate(4),
+            [&](std::error_code ec, std::size_t, ByteBuffer) { result = ec; });
   loop.run_once();
   EXPECT_EQ(result, std::errc::operation_canceled);
 }
@@ -861,7 +894,8 @@ TEST_P(LoopTest, CountersAreKeptAndPrintable) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
   bool done = false;
-  loop.write(a.get(), text("12345"), [&](std::error_code, std::size_t, ByteBuffer) { done = true; });
+  loop.write(a.get(), text("12345"),
+             [&](std::error_code, std::size_t, ByteBuffer) { done = true; });
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
   LoopCounters c = loop.counters();
   EXPECT_GE(c.ops_submitted, 1u);
@@ -880,7 +914,8 @@ TEST_P(LoopTest, EmbeddedInAHostPollLoop) {
   bool timer = false, task = false;
   std::string got;
   loop.schedule(15ms, [&] { timer = true; });
-  loop.read(b.get(), ByteBuffer::allocate(8), [&](std::error_code, std::size_t, ByteBuffer buf) { got = filled(buf); });
+  loop.read(b.get(), ByteBuffer::allocate(8),
+            [&](std::error_code, std::size_t, ByteBuffer buf) { got = filled(buf); });
   std::thread t([&] {
     std::this_thread::sleep_for(5ms);
     loop.execute([&] { task = true; });
@@ -901,7 +936,8 @@ TEST_P(LoopTest, EmbeddedInAHostPollLoop) {
 TEST_P(LoopTest, ReadIntoReadOnlyBufferThrowsAtOnce) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
-  EXPECT_THROW(loop.read(a.get(), text("ro").as_read_only_buffer(), [](std::error_code, std::size_t, ByteBuffer) {}),
+  EXPECT_THROW(loop.read(a.get(), text("ro").as_read_only_buffer(),
+                         [](std::error_code, std::size_t, ByteBuffer) {}),
                std::exception);
   EXPECT_EQ(loop.pending(), 0u);
 }
@@ -928,11 +964,12 @@ TEST_P(LoopTest, GatheringWriteOfMoreThanIovMaxBuffers) {
   });
   std::string got;
   std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(4096), [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-      ASSERT_FALSE(ec);
-      got += filled(buf);
-      if (got.size() < expected.size()) read_more();
-    });
+    loop.read(b.get(), ByteBuffer::allocate(4096),
+              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+                ASSERT_FALSE(ec);
+                got += filled(buf);
+                if (got.size() < expected.size()) read_more();
+              });
   };
   read_more();
   ASSERT_TRUE(run_until(loop, [&] { return wrote && got.size() == expected.size(); }));
@@ -948,7 +985,8 @@ TEST_P(LoopTest, CloseFromInsideAHandlerAndTwice) {
   FileDescriptor fd = std::move(b);
   int aborted = 0;
   std::error_code second;
-  loop.poll(fd.get(), POLLPRI, [&](std::error_code ec, int) { aborted += ec == std::errc::operation_canceled; });
+  loop.poll(fd.get(), POLLPRI,
+            [&](std::error_code ec, int) { aborted += ec == std::errc::operation_canceled; });
   loop.read(fd.get(), ByteBuffer::allocate(8), [&](std::error_code ec, std::size_t n, ByteBuffer) {
     EXPECT_FALSE(ec);
     EXPECT_EQ(n, 1u);
@@ -964,7 +1002,8 @@ TEST_P(LoopTest, CloseFromInsideAHandlerAndTwice) {
 TEST_P(LoopTest, BadDescriptorsCompleteWithAnError) {
   EventLoop loop(options());
   std::error_code r1, r2;
-  loop.read(-1, ByteBuffer::allocate(4), [&](std::error_code ec, std::size_t, ByteBuffer) { r1 = ec; });
+  loop.read(-1, ByteBuffer::allocate(4),
+            [&](std::error_code ec, std::size_t, ByteBuffer) { r1 = ec; });
   loop.transfer_to(-1, 0, 10, -1, [&](std::error_code ec, std::size_t) { r2 = ec; });
   ASSERT_TRUE(run_until(loop, [&] { return r1 && r2; }));
   EXPECT_EQ(r1, std::errc::bad_file_descriptor);
@@ -977,10 +1016,12 @@ TEST_P(LoopTest, DatagramFromAnUnnamedPeer) {
   ASSERT_EQ(::send(a.get(), "dg", 2, 0), 2);
   std::size_t got = 0;
   std::array<ByteBuffer, 1> in{ByteBuffer::allocate(8)};
-  loop.recvmsg(b.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>, const SocketAddress&, int) {
-    EXPECT_FALSE(ec);
-    got = n;
-  });
+  loop.recvmsg(
+      b.get(), in,
+      [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>, const SocketAddress&, int) {
+        EXPECT_FALSE(ec);
+        got = n;
+      });
   ASSERT_TRUE(run_until(loop, [&] { return got == 2; }));
 }
 

@@ -105,7 +105,11 @@ TEST_F(ChannelFaults, RandomShortGatheringWritesKeepTheExactStreamAndPositions) 
   std::mt19937_64 g(2);
   auto reader = drain_async(server.native_handle());
   {
-    fi::Armed shorts({.calls = fi::writes, .fd = client.native_handle(), .times = 0, .random_short = true, .seed = 3});
+    fi::Armed shorts({.calls = fi::writes,
+                      .fd = client.native_handle(),
+                      .times = 0,
+                      .random_short = true,
+                      .seed = 3});
     std::size_t off = 0;
     while (off < data.size()) {
       std::size_t chunk = std::min<std::size_t>(data.size() - off, 1 + g() % 300000);
@@ -142,9 +146,13 @@ TEST_F(ChannelFaults, NonBlockingShortWriteAdvancesEachBufferByExactlyWhatWasSen
     std::int64_t n;
     {
       // A random short count, or EAGAIN every third call.
-      fi::Armed fault(round % 3 == 2 ? fi::Rule{.calls = fi::writes, .fd = client.native_handle(), .error = EAGAIN}
-                                     : fi::Rule{.calls = fi::writes, .fd = client.native_handle(), .random_short = true,
-                                                .seed = round + 1});
+      fi::Armed fault(
+          round % 3 == 2
+              ? fi::Rule{.calls = fi::writes, .fd = client.native_handle(), .error = EAGAIN}
+              : fi::Rule{.calls = fi::writes,
+                         .fd = client.native_handle(),
+                         .random_short = true,
+                         .seed = round + 1});
       n = client.write(std::span<ByteBuffer>(bufs));
       if (round % 3 == 2 && fault.fired() > 0) {
         EXPECT_EQ(n, 0);  // would block: nothing moved
@@ -175,11 +183,17 @@ TEST_F(ChannelFaults, EintrIsRetriedAndNothingIsLost) {
   auto data = pseudo_random_bytes(1 << 20, 6);
   auto reader = drain_async(server.native_handle());
   {
-    fi::Armed eintr({.calls = fi::writes, .fd = client.native_handle(), .times = 200, .error = EINTR});
-    fi::Armed shorts({.calls = fi::writes, .fd = client.native_handle(), .after = 200, .times = 0, .max_bytes = 4096});
-    std::array<ByteBuffer, 3> bufs{ByteBuffer::wrap(std::span<const std::byte>(data).first(1000)),
-                                   ByteBuffer::wrap(std::span<const std::byte>(data).subspan(1000, 0)),
-                                   ByteBuffer::wrap(std::span<const std::byte>(data).subspan(1000))};
+    fi::Armed eintr(
+        {.calls = fi::writes, .fd = client.native_handle(), .times = 200, .error = EINTR});
+    fi::Armed shorts({.calls = fi::writes,
+                      .fd = client.native_handle(),
+                      .after = 200,
+                      .times = 0,
+                      .max_bytes = 4096});
+    std::array<ByteBuffer, 3> bufs{
+        ByteBuffer::wrap(std::span<const std::byte>(data).first(1000)),
+        ByteBuffer::wrap(std::span<const std::byte>(data).subspan(1000, 0)),
+        ByteBuffer::wrap(std::span<const std::byte>(data).subspan(1000))};
     EXPECT_EQ(client.write(std::span<ByteBuffer>(bufs)), static_cast<std::int64_t>(data.size()));
     EXPECT_EQ(eintr.fired(), 200u);
   }
@@ -227,20 +241,21 @@ class LoopFaults : public FdCountingTest {};
 NIOX_INSTANTIATE_BACKENDS(LoopFaults);
 
 // Reads b until `want` bytes arrived, with buffers of varying size.
-void read_all(EventLoop& loop, int fd, std::size_t want, std::vector<std::byte>& got, std::mt19937_64& g,
-              bool& failed) {
+void read_all(EventLoop& loop, int fd, std::size_t want, std::vector<std::byte>& got,
+              std::mt19937_64& g, bool& failed) {
   std::size_t size = 1 + g() % 9000;
-  loop.read(fd, ByteBuffer::allocate(size), [&loop, fd, want, &got, &g, &failed](std::error_code ec, std::size_t n,
-                                                                              ByteBuffer buf) {
-    if (ec || n == 0) {
-      failed = true;
-      return;
-    }
-    buf.flip();
-    auto s = buf.bytes();
-    got.insert(got.end(), s.begin(), s.end());
-    if (got.size() < want) read_all(loop, fd, want, got, g, failed);
-  });
+  loop.read(
+      fd, ByteBuffer::allocate(size),
+      [&loop, fd, want, &got, &g, &failed](std::error_code ec, std::size_t n, ByteBuffer buf) {
+        if (ec || n == 0) {
+          failed = true;
+          return;
+        }
+        buf.flip();
+        auto s = buf.bytes();
+        got.insert(got.end(), s.begin(), s.end());
+        if (got.size() < want) read_all(loop, fd, want, got, g, failed);
+      });
 }
 
 TEST_P(LoopFaults, RandomShortGatheringWritesArriveInOrderWithExactPositions) {
@@ -250,7 +265,8 @@ TEST_P(LoopFaults, RandomShortGatheringWritesArriveInOrderWithExactPositions) {
   ::setsockopt(a.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   auto data = pseudo_random_bytes(2 << 20, 7);
   std::mt19937_64 g(8);
-  fi::Armed shorts({.calls = fi::writes, .fd = a.get(), .times = 0, .random_short = true, .seed = 9});
+  fi::Armed shorts(
+      {.calls = fi::writes, .fd = a.get(), .times = 0, .random_short = true, .seed = 9});
   constexpr int kWrites = 24;
   std::vector<int> order;
   std::size_t off = 0;
@@ -258,19 +274,21 @@ TEST_P(LoopFaults, RandomShortGatheringWritesArriveInOrderWithExactPositions) {
   for (int i = 0; i < kWrites; ++i) {
     std::size_t chunk = i + 1 == kWrites ? data.size() - off : per;
     auto bufs = random_layout(std::span<const std::byte>(data).subspan(off, chunk), g);
-    loop.write(a.get(), bufs, [&order, i, chunk](std::error_code ec, std::size_t n, std::span<ByteBuffer> done) {
-      EXPECT_FALSE(ec);
-      EXPECT_EQ(n, chunk);
-      for (auto& bb : done) EXPECT_EQ(bb.position(), bb.limit());
-      order.push_back(i);
-    });
+    loop.write(a.get(), bufs,
+               [&order, i, chunk](std::error_code ec, std::size_t n, std::span<ByteBuffer> done) {
+                 EXPECT_FALSE(ec);
+                 EXPECT_EQ(n, chunk);
+                 for (auto& bb : done) EXPECT_EQ(bb.position(), bb.limit());
+                 order.push_back(i);
+               });
     off += chunk;
   }
   std::vector<std::byte> got;
   bool failed = false;
   read_all(loop, b.get(), data.size(), got, g, failed);
-  ASSERT_TRUE(run_until(loop, [&] { return failed || (got.size() == data.size() && order.size() == kWrites); },
-                        std::chrono::seconds(60)));
+  ASSERT_TRUE(run_until(
+      loop, [&] { return failed || (got.size() == data.size() && order.size() == kWrites); },
+      std::chrono::seconds(60)));
   ASSERT_FALSE(failed);
   EXPECT_TRUE(got == data);
   for (int i = 0; i < kWrites; ++i) EXPECT_EQ(order[i], i);
@@ -361,14 +379,16 @@ TEST_P(LoopFaults, EagainThenThePeerResumesAndEveryByteArrives) {
   bool failed = false;
   std::mt19937_64 g(15);
   read_all(loop, b.get(), data.size(), got, g, failed);
-  ASSERT_TRUE(run_until(loop, [&] { return failed || (written && got.size() == data.size()); },
-                        std::chrono::seconds(60)));
+  ASSERT_TRUE(run_until(
+      loop, [&] { return failed || (written && got.size() == data.size()); },
+      std::chrono::seconds(60)));
   ASSERT_FALSE(failed);
   EXPECT_TRUE(got == data);
 }
 
 TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {
-  if (!shim_sees_loop(GetParam())) GTEST_SKIP() << "io_uring sends without libc; niox uses no provided-buffer rings";
+  if (!shim_sees_loop(GetParam()))
+    GTEST_SKIP() << "io_uring sends without libc; niox uses no provided-buffer rings";
   EventLoop loop(options());
   FileDescriptor rx = loop_udp_socket();
   FileDescriptor tx = loop_udp_socket();
@@ -378,18 +398,22 @@ TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {
   std::array<ByteBuffer, 1> second{ByteBuffer::wrap(std::string_view("second"))};
   std::error_code e1, e2{std::make_error_code(std::errc::interrupted)};
   std::size_t pos1 = 99;
-  loop.sendmsg(tx.get(), first, to, [&](std::error_code ec, std::size_t, std::span<ByteBuffer> bufs) {
-    e1 = ec;
-    pos1 = bufs[0].position();
-  });
-  loop.sendmsg(tx.get(), second, to, [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
+  loop.sendmsg(tx.get(), first, to,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer> bufs) {
+                 e1 = ec;
+                 pos1 = bufs[0].position();
+               });
+  loop.sendmsg(tx.get(), second, to,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
   std::string got;
   std::array<ByteBuffer, 1> in{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs, const SocketAddress&, int) {
-    EXPECT_FALSE(ec);
-    bufs[0].flip();
-    got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-  });
+  loop.recvmsg(rx.get(), in,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
+                   const SocketAddress&, int) {
+                 EXPECT_FALSE(ec);
+                 bufs[0].flip();
+                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
+               });
   ASSERT_TRUE(run_until(loop, [&] { return !got.empty() && !e2; }));
   EXPECT_EQ(e1, std::errc::no_buffer_space);
   EXPECT_EQ(pos1, 0u);
@@ -410,7 +434,8 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
     std::mt19937_64 g(17);
     std::size_t off = 0;
     while (off < data.size()) {
-      std::size_t n = std::min<std::size_t>(data.size() - off, g() % 4 == 0 ? g() % 64 : 1 + g() % 70000);
+      std::size_t n =
+          std::min<std::size_t>(data.size() - off, g() % 4 == 0 ? g() % 64 : 1 + g() % 70000);
       ctx.write(ByteBuffer::wrap(std::span<const std::byte>(data).subspan(off, n)));
       if (g() % 16 == 0) ctx.flush();
       off += n;
@@ -421,7 +446,10 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-  fi::Armed shorts({.calls = fi::writes, .local_port = addr.inet().port(), .times = 0, .random_short = true,
+  fi::Armed shorts({.calls = fi::writes,
+                    .local_port = addr.inet().port(),
+                    .times = 0,
+                    .random_short = true,
                     .seed = 18});
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
@@ -455,8 +483,12 @@ TEST_P(TransportFaults, EconnresetFailsEveryPendingWriteOnceAndFreesTheDescripto
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   // The server's third write-side call (after two went out) is reset by the "peer".
   std::optional<fi::Armed> reset;
-  if (via_shim) reset.emplace(fi::Rule{.calls = fi::writes, .local_port = addr.inet().port(), .after = 2,
-                                       .times = 0, .error = ECONNRESET});
+  if (via_shim)
+    reset.emplace(fi::Rule{.calls = fi::writes,
+                           .local_port = addr.inet().port(),
+                           .after = 2,
+                           .times = 0,
+                           .error = ECONNRESET});
   PeerSocket peer(addr);
   auto q = queued.get_future();
   wait_for(q);

@@ -94,12 +94,12 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
   } on_exit{restore};  // also when an assertion returns early
   std::optional<TestServer> server;
   server.emplace(options(), 1);
-  server->bootstrap().child_handler(init([](Channel& ch) {
-    ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
-  }));
+  server->bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last("echo", std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server->start(InetSocketAddress::loopback_v4(0));
   if (via_shim) {
-    accepts.emplace(fi::Rule{.calls = fi::accepts, .local_port = addr.inet().port(), .times = 0, .error = EMFILE});
+    accepts.emplace(fi::Rule{
+        .calls = fi::accepts, .local_port = addr.inet().port(), .times = 0, .error = EMFILE});
   }
   // A client socket made before the table fills; its connection completes in the backlog.
   FileDescriptor client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -155,11 +155,12 @@ TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
   ASSERT_EQ(::connect(tx.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
   std::array<ByteBuffer, 1> out{ByteBuffer::wrap(std::string_view("nobody"))};
   std::optional<std::error_code> sent, received;
-  loop.sendmsg(tx.get(), out, std::nullopt, [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { sent = ec; });
+  loop.sendmsg(tx.get(), out, std::nullopt,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { sent = ec; });
   std::array<ByteBuffer, 1> in{ByteBuffer::allocate(64)};
-  loop.recvmsg(tx.get(), in, [&](std::error_code ec, std::size_t, std::span<ByteBuffer>, const SocketAddress&, int) {
-    received = ec;
-  });
+  loop.recvmsg(tx.get(), in,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer>, const SocketAddress&,
+                   int) { received = ec; });
   ASSERT_TRUE(run_until(loop, [&] { return sent && received; }));
   EXPECT_FALSE(*sent);
   EXPECT_EQ(*received, std::errc::connection_refused);
@@ -168,14 +169,17 @@ TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
   ASSERT_EQ(::connect(tx.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
   std::array<ByteBuffer, 1> again{ByteBuffer::wrap(std::string_view("somebody"))};
   sent.reset();
-  loop.sendmsg(tx.get(), again, std::nullopt, [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { sent = ec; });
+  loop.sendmsg(tx.get(), again, std::nullopt,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { sent = ec; });
   std::string got;
   std::array<ByteBuffer, 1> in2{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in2, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs, const SocketAddress&, int) {
-    EXPECT_FALSE(ec);
-    bufs[0].flip();
-    got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-  });
+  loop.recvmsg(rx.get(), in2,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
+                   const SocketAddress&, int) {
+                 EXPECT_FALSE(ec);
+                 bufs[0].flip();
+                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
+               });
   ASSERT_TRUE(run_until(loop, [&] { return sent && !got.empty(); }));
   EXPECT_FALSE(*sent);
   EXPECT_EQ(got, "somebody");
@@ -193,20 +197,24 @@ TEST_P(LimitsTest, UdpOversizeSendIsEmsgsizeAndNothingIsTaken) {
                                  ByteBuffer::wrap(std::span<const std::byte>(big).subspan(30000))};
   std::optional<std::error_code> e1, e2;
   std::size_t pos = 99;
-  loop.sendmsg(tx.get(), huge, to, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
-    e1 = ec;
-    EXPECT_EQ(n, 0u);
-    pos = bufs[0].position() + bufs[1].position();
-  });
+  loop.sendmsg(tx.get(), huge, to,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
+                 e1 = ec;
+                 EXPECT_EQ(n, 0u);
+                 pos = bufs[0].position() + bufs[1].position();
+               });
   std::array<ByteBuffer, 1> small{ByteBuffer::wrap(std::string_view("small"))};
-  loop.sendmsg(tx.get(), small, to, [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
+  loop.sendmsg(tx.get(), small, to,
+               [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
   std::string got;
   std::array<ByteBuffer, 1> in{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs, const SocketAddress&, int) {
-    EXPECT_FALSE(ec);
-    bufs[0].flip();
-    got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-  });
+  loop.recvmsg(rx.get(), in,
+               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
+                   const SocketAddress&, int) {
+                 EXPECT_FALSE(ec);
+                 bufs[0].flip();
+                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
+               });
   ASSERT_TRUE(run_until(loop, [&] { return e1 && e2 && !got.empty(); }));
   EXPECT_EQ(*e1, std::errc::message_size);
   EXPECT_EQ(pos, 0u);
@@ -234,9 +242,11 @@ TEST_P(LimitsTest, GatherOfMoreThanTwoGibibytesIsSplitAndCountedExactly) {
     done = ec;
     total = n;
     all_consumed = true;
-    for (auto& b : bufs) all_consumed = all_consumed && b.position() == b.limit() && b.limit() == kPiece;
+    for (auto& b : bufs)
+      all_consumed = all_consumed && b.position() == b.limit() && b.limit() == kPiece;
   });
-  ASSERT_TRUE(run_until(loop, [&] { return done.has_value(); }, std::chrono::seconds(60)));
+  ASSERT_TRUE(run_until(
+      loop, [&] { return done.has_value(); }, std::chrono::seconds(60)));
   EXPECT_FALSE(*done);
   EXPECT_EQ(total, kPiece * kPieces);
   EXPECT_TRUE(all_consumed);
@@ -281,20 +291,24 @@ TEST_P(LimitsTest, TinyRingAndSlowReadersLoseNothing) {
       for (std::size_t p = off; p < off + 100000; p += 25000) {
         bufs.push_back(ByteBuffer::wrap(std::span<const std::byte>(sent[i]).subspan(p, 25000)));
       }
-      loop.write(pairs.back().first.get(), bufs, [&, i](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
-        EXPECT_FALSE(ec);
-        EXPECT_EQ(n, 100000u);
-        ++writes_done[i];
-      });
+      loop.write(pairs.back().first.get(), bufs,
+                 [&, i](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
+                   EXPECT_FALSE(ec);
+                   EXPECT_EQ(n, 100000u);
+                   ++writes_done[i];
+                 });
     }
     read_more(i);
   }
-  ASSERT_TRUE(run_until(loop, [&] {
-    for (int i = 0; i < kPairs; ++i) {
-      if (got[i].size() < kBytes || writes_done[i] < 6) return false;
-    }
-    return true;
-  }, std::chrono::seconds(60)));
+  ASSERT_TRUE(run_until(
+      loop,
+      [&] {
+        for (int i = 0; i < kPairs; ++i) {
+          if (got[i].size() < kBytes || writes_done[i] < 6) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(60)));
   for (int i = 0; i < kPairs; ++i) EXPECT_TRUE(got[i] == sent[i]) << "pair " << i;
   for (auto& p : pairs) {
     loop.close(std::move(p.first));

@@ -59,7 +59,9 @@ class SoakEchoHandler final : public niox::ChannelHandler {
     }
     ctx.fire_user_event_triggered(std::move(e));
   }
-  void exception_caught(niox::ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
+  void exception_caught(niox::ChannelHandlerContext& ctx, std::exception_ptr) override {
+    ctx.close();
+  }
 };
 
 int open_fds() {
@@ -103,8 +105,8 @@ struct Conn {
   int fd = -1;
   std::uint64_t seed = 0;
   End end = End::close;
-  std::size_t size = 0;       // bytes to send
-  std::size_t reset_at = 0;   // reset once this many were sent (End::reset)
+  std::size_t size = 0;      // bytes to send
+  std::size_t reset_at = 0;  // reset once this many were sent (End::reset)
   std::size_t sent = 0;
   std::size_t received = 0;
   bool connected = false;
@@ -125,18 +127,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view k = argv[i];
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "usage: %s [--connections N] [--concurrency N] [--seconds S] [--threads N] "
-                           "[--max-bytes N] [--seed N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--connections N] [--concurrency N] [--seconds S] [--threads N] "
+                   "[--max-bytes N] [--seed N]\n",
+                   argv[0]);
       return 2;
     }
     const char* v = argv[++i];
-    if (k == "--connections") connections = std::strtoull(v, nullptr, 10);
-    else if (k == "--concurrency") concurrency = std::strtoull(v, nullptr, 10);
-    else if (k == "--seconds") seconds = std::strtod(v, nullptr);
-    else if (k == "--threads") threads = std::strtoul(v, nullptr, 10);
-    else if (k == "--max-bytes") max_bytes = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));
-    else if (k == "--seed") seed = std::strtoull(v, nullptr, 10);
-    else if (k == "--report") report = std::strtod(v, nullptr);
+    if (k == "--connections")
+      connections = std::strtoull(v, nullptr, 10);
+    else if (k == "--concurrency")
+      concurrency = std::strtoull(v, nullptr, 10);
+    else if (k == "--seconds")
+      seconds = std::strtod(v, nullptr);
+    else if (k == "--threads")
+      threads = std::strtoul(v, nullptr, 10);
+    else if (k == "--max-bytes")
+      max_bytes = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));
+    else if (k == "--seed")
+      seed = std::strtoull(v, nullptr, 10);
+    else if (k == "--report")
+      report = std::strtod(v, nullptr);
     else {
       std::fprintf(stderr, "niox_soak: unknown option %s\n", argv[i - 1]);
       return 2;
@@ -184,7 +195,8 @@ int main(int argc, char** argv) {
     std::vector<epoll_event> events(1024);
     std::vector<std::uint8_t> buf(65536);
     std::uint64_t rng = seed;
-    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(seconds));
     bool first_wave_done = false;
 
     auto finish = [&](Conn& c, bool ok) {
@@ -304,9 +316,11 @@ int main(int argc, char** argv) {
         if (Clock::now() >= next_report) {
           std::printf("  %6.1f s: %llu connections, %zu open, RSS %ld KiB, descriptors %d\n",
                       std::chrono::duration<double>(Clock::now() - t0).count(),
-                      static_cast<unsigned long long>(st.started), live.size(), rss_kib(), open_fds());
+                      static_cast<unsigned long long>(st.started), live.size(), rss_kib(),
+                      open_fds());
           std::fflush(stdout);
-          next_report += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
+          next_report +=
+              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
         }
         while (live.size() < concurrency && st.started < want_started && Clock::now() < limit) {
           if (!start_one()) break;
@@ -321,14 +335,16 @@ int main(int argc, char** argv) {
     };
 
     // A first small wave warms the pools; then the figures "before".
-    run_until_idle(Clock::now() + std::chrono::seconds(10), std::min<std::uint64_t>(connections, 50));
+    run_until_idle(Clock::now() + std::chrono::seconds(10),
+                   std::min<std::uint64_t>(connections, 50));
     first_wave_done = live.empty();
     ::usleep(200000);
     fds_before = open_fds();
     rss_before = rss_kib();
     t0 = Clock::now();
     if (report > 0) {
-      next_report = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
+      next_report =
+          t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
     }
     run_until_idle(deadline, connections);
     // Time is up: let what is open finish (bounded), then count what is left as failures.
@@ -350,15 +366,16 @@ int main(int argc, char** argv) {
     std::printf("niox_soak: backend %s, %zu server threads, concurrency %llu\n",
                 std::string(niox::to_string(group.loop(0).backend())).c_str(), group.size(),
                 static_cast<unsigned long long>(concurrency));
-    std::printf("connections %llu: close %llu, half-close %llu, reset %llu, failed %llu, corrupt %llu, "
-                "unfinished at the deadline %llu; %llu bytes echoed\n",
-                static_cast<unsigned long long>(st.started), static_cast<unsigned long long>(st.closed),
-                static_cast<unsigned long long>(st.half_closed), static_cast<unsigned long long>(st.reset),
-                static_cast<unsigned long long>(st.failed), static_cast<unsigned long long>(st.corrupt),
-                static_cast<unsigned long long>(unfinished),
-                static_cast<unsigned long long>(st.bytes_echoed));
-    std::printf("RSS before %ld KiB, after %ld KiB; open descriptors before %d, after %d\n", rss_before,
-                rss_after, fds_before, fds_after);
+    std::printf(
+        "connections %llu: close %llu, half-close %llu, reset %llu, failed %llu, corrupt %llu, "
+        "unfinished at the deadline %llu; %llu bytes echoed\n",
+        static_cast<unsigned long long>(st.started), static_cast<unsigned long long>(st.closed),
+        static_cast<unsigned long long>(st.half_closed), static_cast<unsigned long long>(st.reset),
+        static_cast<unsigned long long>(st.failed), static_cast<unsigned long long>(st.corrupt),
+        static_cast<unsigned long long>(unfinished),
+        static_cast<unsigned long long>(st.bytes_echoed));
+    std::printf("RSS before %ld KiB, after %ld KiB; open descriptors before %d, after %d\n",
+                rss_before, rss_after, fds_before, fds_after);
     if (!first_wave_done) std::printf("niox_soak: the warm-up wave did not finish\n");
     if (fds_after != fds_before) {
       std::printf("niox_soak: FAILED: descriptors leaked\n");
@@ -366,7 +383,8 @@ int main(int argc, char** argv) {
     }
     if (st.failed != 0 || st.corrupt != 0 || unfinished != 0 || !first_wave_done) {
       std::printf("niox_soak: FAILED: %llu connections failed, %llu echoes corrupt, %llu stalled\n",
-                  static_cast<unsigned long long>(st.failed), static_cast<unsigned long long>(st.corrupt),
+                  static_cast<unsigned long long>(st.failed),
+                  static_cast<unsigned long long>(st.corrupt),
                   static_cast<unsigned long long>(unfinished));
       rc = 1;
     }

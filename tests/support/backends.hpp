@@ -28,7 +28,9 @@ struct BackendVariant {
   BackendKind kind;
   bool io_uring_readiness_only = false;
   const char* name = "";
-  friend std::ostream& operator<<(std::ostream& os, const BackendVariant& v) { return os << v.name; }
+  friend std::ostream& operator<<(std::ostream& os, const BackendVariant& v) {
+    return os << v.name;
+  }
 };
 
 inline std::vector<BackendVariant> all_backends() {
@@ -39,11 +41,12 @@ inline std::vector<BackendVariant> all_backends() {
 
 // Why `kind` cannot run in this process, or nullopt when it can.
 inline std::optional<std::string> backend_skip_reason(BackendKind kind) {
-  if (const char* env = std::getenv("NIOX_BACKEND"); env && *env && std::string_view(env) != "auto" &&
-                                                     std::string_view(env) != to_string(kind)) {
+  if (const char* env = std::getenv("NIOX_BACKEND");
+      env && *env && std::string_view(env) != "auto" && std::string_view(env) != to_string(kind)) {
     return "NIOX_BACKEND=" + std::string(env) + " excludes " + std::string(to_string(kind));
   }
-  if (!EventLoop::backend_available(kind)) return std::string(to_string(kind)) + " unavailable here";
+  if (!EventLoop::backend_available(kind))
+    return std::string(to_string(kind)) + " unavailable here";
   return std::nullopt;
 }
 
@@ -66,6 +69,6 @@ class BackendTest : public ::testing::TestWithParam<BackendVariant> {
 
 }  // namespace niox::test
 
-#define NIOX_INSTANTIATE_BACKENDS(Suite)                                                     \
+#define NIOX_INSTANTIATE_BACKENDS(Suite)                                                       \
   INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::ValuesIn(::niox::test::all_backends()), \
                            ::niox::test::backend_test_name)

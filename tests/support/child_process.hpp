@@ -69,7 +69,8 @@ class ChildProcess {
   pid_t pid() const noexcept { return pid_; }
 
   // The next line of stdout (without '\n'), or nullopt at EOF or after `timeout`.
-  std::optional<std::string> read_line(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::optional<std::string> read_line(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       if (auto nl = out_buf_.find('\n'); nl != std::string::npos) {

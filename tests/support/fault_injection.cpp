@@ -48,8 +48,8 @@ int local_port_of(int fd) {
 }
 
 struct Decision {
-  int error = 0;           // fail with this errno
-  std::size_t limit = 0;   // ask the kernel for at most this many bytes (0: unchanged)
+  int error = 0;          // fail with this errno
+  std::size_t limit = 0;  // ask the kernel for at most this many bytes (0: unchanged)
 };
 
 Decision decide(Call call, int fd, std::size_t asked) {

@@ -61,13 +61,16 @@ inline FileDescriptor loop_tcp_listener() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 128) != 0) {
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd.get(), 128) != 0) {
     ADD_FAILURE() << "listen: " << errno;
   }
   return fd;
 }
 
-inline FileDescriptor loop_tcp_socket() { return FileDescriptor(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)); }
+inline FileDescriptor loop_tcp_socket() {
+  return FileDescriptor(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+}
 
 // A bound UDP socket on 127.0.0.1.
 inline FileDescriptor loop_udp_socket() {
@@ -90,9 +93,11 @@ inline FileDescriptor loop_temp_file() {
 
 // Runs turns until pred() holds or `limit` passes; returns pred().
 template <class Pred>
-bool run_until(EventLoop& loop, Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+bool run_until(EventLoop& loop, Pred pred,
+               std::chrono::milliseconds limit = std::chrono::seconds(20)) {
   auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred() && std::chrono::steady_clock::now() < end) loop.run_once(std::chrono::milliseconds(10));
+  while (!pred() && std::chrono::steady_clock::now() < end)
+    loop.run_once(std::chrono::milliseconds(10));
   return pred();
 }
 

@@ -59,7 +59,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "niox-transport-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::system_error(errno, std::system_category(), "mkdtemp");
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::system_error(errno, std::system_category(), "mkdtemp");
     path_ = tmpl;
   }
   ~ScratchDir() {
@@ -92,7 +93,9 @@ inline std::uint64_t fnv1a(std::span<const std::byte> d) {
   return h ^ d.size();
 }
 
-inline std::span<const std::byte> text_bytes(std::string_view s) { return std::as_bytes(std::span(s)); }
+inline std::span<const std::byte> text_bytes(std::string_view s) {
+  return std::as_bytes(std::span(s));
+}
 inline ByteBuffer text(std::string_view s) { return ByteBuffer::wrap(s); }
 
 inline bool ipv6_loopback_usable() {
@@ -140,7 +143,10 @@ class PeerSocket {
       pollfd p{fd_, POLLOUT, 0};
       int err = 0;
       socklen_t el = sizeof err;
-      rc = (::poll(&p, 1, 20000) == 1 && ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) ? 0 : -1;
+      rc = (::poll(&p, 1, 20000) == 1 && ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+            err == 0)
+               ? 0
+               : -1;
       if (rc != 0 && err != 0) errno = err;
     }
     if (rc != 0) {
@@ -200,19 +206,22 @@ class PeerSocket {
     std::byte buf[65536];
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (got.size() < expect) {
-      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("exchange timed out");
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("exchange timed out");
       pollfd p{fd_, static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
       if (::poll(&p, 1, 1000) <= 0) continue;
       if ((p.revents & POLLOUT) && sent < data.size()) {
-        ssize_t n = ::send(fd_, data.data() + sent, std::min<std::size_t>(data.size() - sent, 65536),
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            ::send(fd_, data.data() + sent, std::min<std::size_t>(data.size() - sent, 65536),
+                   MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) sent += static_cast<std::size_t>(n);
       }
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
         ssize_t k = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
         if (k == 0) break;
         if (k > 0) got.insert(got.end(), buf, buf + k);
-        if (k < 0 && errno != EAGAIN && errno != EINTR) throw std::system_error(errno, std::system_category(), "recv");
+        if (k < 0 && errno != EAGAIN && errno != EINTR)
+          throw std::system_error(errno, std::system_category(), "recv");
       }
     }
     return got;

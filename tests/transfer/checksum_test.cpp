@@ -86,7 +86,8 @@ TEST_P(ChecksumTest, FileShrinkingUnderTheKeptMappingIsAnError) {
   Checksum h3(GetParam());
   hasher.update(h3, fd, 0, 1024 * 1024 + 100, ec);
   EXPECT_FALSE(ec);
-  EXPECT_EQ(h3.digest(), in_memory(GetParam(), std::string_view(data).substr(0, 1024 * 1024 + 100)));
+  EXPECT_EQ(h3.digest(),
+            in_memory(GetParam(), std::string_view(data).substr(0, 1024 * 1024 + 100)));
   Checksum h4(GetParam());
   hasher.update(h4, fd, 1024 * 1024, 101, ec);
   EXPECT_EQ(ec, std::errc::io_error);
@@ -101,7 +102,8 @@ TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
   constexpr std::size_t mib = 1024 * 1024;
   // Mostly a hole, so the test stays cheap: known bytes around each boundary that matters.
   std::string data(70 * mib + 12345, '\0');
-  for (std::size_t at : {std::size_t{0}, 2 * mib - 3000, 64 * mib - 5000, 66 * mib - 100, 70 * mib}) {
+  for (std::size_t at :
+       {std::size_t{0}, 2 * mib - 3000, 64 * mib - 5000, 66 * mib - 100, 70 * mib}) {
     const auto piece = pattern(std::min<std::size_t>(10000, data.size() - at));
     data.replace(at, piece.size(), piece);
   }
@@ -127,7 +129,8 @@ TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
     Checksum part(GetParam());
     hasher.update(part, fd, from, 4 * mib, ec);
     ASSERT_FALSE(ec) << from;
-    EXPECT_EQ(part.digest(), in_memory(GetParam(), std::string_view(data).substr(from, 4 * mib))) << from;
+    EXPECT_EQ(part.digest(), in_memory(GetParam(), std::string_view(data).substr(from, 4 * mib)))
+        << from;
   }
   Checksum tail(GetParam());
   hasher.update(tail, fd, data.size() - 10, 11, ec);
@@ -154,27 +157,27 @@ TEST_P(ChecksumTest, APipeIsAnErrorNotAWrongChecksum) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, ChecksumTest,
                          ::testing::Values(ChecksumAlgorithm::xxh3_64, ChecksumAlgorithm::xxh64),
                          [](const auto& info) {
-                           return std::string(info.param == ChecksumAlgorithm::xxh64 ? "xxh64" : "xxh3_64");
+                           return std::string(info.param == ChecksumAlgorithm::xxh64 ? "xxh64"
+                                                                                     : "xxh3_64");
                          });
 
 // ---- The two algorithms' known answers --------------------------------------------------
 
-
 // Every length class of the specification and its edges: empty, 1-3, 4-8, 9-16, 17-128,
 // 129-240, then stripes, the 1 KiB block and the buffered tail around them.
 const std::vector<std::pair<std::size_t, std::uint64_t>> known = {
-    {0, 0x2d06800538d394c2ULL},      {1, 0x4c5cca45d0f4811fULL},     {2, 0xa7e250c97710ff27ULL},
-    {3, 0x15f7093b173d005cULL},      {4, 0xdca012f95811b6b9ULL},     {5, 0xb290cafc7b254345ULL},
-    {8, 0xdec6a9a43575982eULL},      {9, 0xcbe393399f17ffbdULL},     {15, 0x545e19990471dc37ULL},
-    {16, 0x7e484c18d74895d0ULL},     {17, 0x208bde5ee2bed407ULL},    {31, 0xa937652b0119ca11ULL},
-    {32, 0x03df0ac5255d1446ULL},     {33, 0x199a362122d71f46ULL},    {64, 0xdd30702ab46b3745ULL},
-    {100, 0x8c97158042fbf926ULL},    {127, 0xa915ed6396db8cc0ULL},   {128, 0xf92b70eaa21a6288ULL},
-    {129, 0xf8f76713f2bb60faULL},    {200, 0x12fdb864685f344dULL},   {239, 0xcaa9b7a588464745ULL},
-    {240, 0xccc7375172c41f03ULL},    {241, 0x0b3b630948ce4a00ULL},   {255, 0x89932170686cdd9aULL},
-    {256, 0xec85b75bafe6ca74ULL},    {257, 0x12ef0ff633841459ULL},   {300, 0xbaad8e6a5f186ce6ULL},
-    {512, 0xefc2e52d1c2ffbaaULL},    {1023, 0xf0d330ce2b3300fbULL},  {1024, 0x23bc880ebf0d29c6ULL},
-    {1025, 0xc09fdfbc398c7d82ULL},   {1088, 0xa16bad67843c5a45ULL},  {2048, 0x19f6f9c987331373ULL},
-    {2049, 0x5045460f5d85c275ULL},   {4096, 0xa3c19f8174cde0bbULL},  {16447, 0xfaa1f4c0d13cb781ULL},
+    {0, 0x2d06800538d394c2ULL},      {1, 0x4c5cca45d0f4811fULL},    {2, 0xa7e250c97710ff27ULL},
+    {3, 0x15f7093b173d005cULL},      {4, 0xdca012f95811b6b9ULL},    {5, 0xb290cafc7b254345ULL},
+    {8, 0xdec6a9a43575982eULL},      {9, 0xcbe393399f17ffbdULL},    {15, 0x545e19990471dc37ULL},
+    {16, 0x7e484c18d74895d0ULL},     {17, 0x208bde5ee2bed407ULL},   {31, 0xa937652b0119ca11ULL},
+    {32, 0x03df0ac5255d1446ULL},     {33, 0x199a362122d71f46ULL},   {64, 0xdd30702ab46b3745ULL},
+    {100, 0x8c97158042fbf926ULL},    {127, 0xa915ed6396db8cc0ULL},  {128, 0xf92b70eaa21a6288ULL},
+    {129, 0xf8f76713f2bb60faULL},    {200, 0x12fdb864685f344dULL},  {239, 0xcaa9b7a588464745ULL},
+    {240, 0xccc7375172c41f03ULL},    {241, 0x0b3b630948ce4a00ULL},  {255, 0x89932170686cdd9aULL},
+    {256, 0xec85b75bafe6ca74ULL},    {257, 0x12ef0ff633841459ULL},  {300, 0xbaad8e6a5f186ce6ULL},
+    {512, 0xefc2e52d1c2ffbaaULL},    {1023, 0xf0d330ce2b3300fbULL}, {1024, 0x23bc880ebf0d29c6ULL},
+    {1025, 0xc09fdfbc398c7d82ULL},   {1088, 0xa16bad67843c5a45ULL}, {2048, 0x19f6f9c987331373ULL},
+    {2049, 0x5045460f5d85c275ULL},   {4096, 0xa3c19f8174cde0bbULL}, {16447, 0xfaa1f4c0d13cb781ULL},
     {100000, 0xccf90df7e7e37036ULL},
 };
 
@@ -183,7 +186,8 @@ const std::vector<std::pair<std::size_t, std::uint64_t>> known = {
 TEST(Xxh3, KnownAnswersForEveryLengthClass) {
   for (const auto& [n, want] : known) {
     EXPECT_EQ(xxh3_64(pattern(n)), want) << "length " << n;
-    EXPECT_EQ(Checksum(ChecksumAlgorithm::xxh3_64).update(pattern(n)).digest(), want) << "length " << n;
+    EXPECT_EQ(Checksum(ChecksumAlgorithm::xxh3_64).update(pattern(n)).digest(), want)
+        << "length " << n;
   }
 }
 
@@ -218,7 +222,6 @@ TEST(Xxh3, UnevenPiecesAndRunningDigests) {
   h.reset();
   EXPECT_EQ(h.digest(), 0x2d06800538d394c2ULL);
 }
-
 
 TEST(XxHash64, KnownAnswers) {
   EXPECT_EQ(xxh64(""), 0xEF46DB3751D8E999ULL);

@@ -76,7 +76,8 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
     if (n <= 0) break;  // the sender went away: finish() reports the truncation
     loff_t off = static_cast<loff_t>(rx.body_offset());
     for (ssize_t left = n; left > 0;) {
-      ssize_t m = ::splice(pr.get(), nullptr, rx.fd(), &off, static_cast<std::size_t>(left), SPLICE_F_MOVE);
+      ssize_t m =
+          ::splice(pr.get(), nullptr, rx.fd(), &off, static_cast<std::size_t>(left), SPLICE_F_MOVE);
       if (m <= 0) {
         rx.abort();
         ec = std::error_code(errno, std::system_category());
@@ -97,7 +98,8 @@ class LoopbackTransferTest : public ::testing::Test {
   void SetUp() override {
     ::signal(SIGPIPE, SIG_IGN);
     body_.resize(8 << 20);
-    for (std::size_t i = 0; i < body_.size(); ++i) body_[i] = static_cast<char>(i * 2654435761u >> 24);
+    for (std::size_t i = 0; i < body_.size(); ++i)
+      body_[i] = static_cast<char>(i * 2654435761u >> 24);
     src_.write("payload.bin", body_);
   }
   testing::TempDir src_;
@@ -118,11 +120,13 @@ TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
   std::error_code ec;
   auto plan = prepare_send(src_ / "payload.bin", ec);
   ASSERT_FALSE(ec);
-  ASSERT_EQ(::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(plan.header_bytes.remaining()));
+  ASSERT_EQ(
+      ::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL),
+      static_cast<ssize_t>(plan.header_bytes.remaining()));
   off_t off = 0;
   while (static_cast<std::uint64_t>(off) < plan.size) {
-    ASSERT_GT(::sendfile(client, plan.fd.get(), &off, plan.size - static_cast<std::uint64_t>(off)), 0);
+    ASSERT_GT(::sendfile(client, plan.fd.get(), &off, plan.size - static_cast<std::uint64_t>(off)),
+              0);
   }
   std::byte reply[reply_size];
   ASSERT_EQ(::recv(client, reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(reply_size));
@@ -193,7 +197,8 @@ TEST_F(LoopbackTransferTest, NotATransferStreamIsRefusedWithAReply) {
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ::send(client, http.data(), http.size(), MSG_NOSIGNAL);
   std::byte reply[reply_size + 2 + 64];
-  ASSERT_EQ(::recv(client, reply, reply_size + 2, MSG_WAITALL), static_cast<ssize_t>(reply_size + 2));
+  ASSERT_EQ(::recv(client, reply, reply_size + 2, MSG_WAITALL),
+            static_cast<ssize_t>(reply_size + 2));
   EXPECT_EQ(check_reply(reply), TransferErrc::refused);
   const std::size_t rest = reply_length(std::span(reply).first(reply_size + 2)) - reply_size - 2;
   ASSERT_LE(rest, 64u);

@@ -110,17 +110,22 @@ TEST(OutputFileDestination, ProblemsAreNamedBeforeAnyFileIsMade) {
   testing::TempDir dir;
   EXPECT_EQ(OutputFile::destination_problem(dir.str()), "");
   EXPECT_EQ(OutputFile::destination_problem(dir.str() + "/"), "");
-  EXPECT_EQ(OutputFile::destination_problem(dir / "new.bin"), "");  // a new file in an existing directory
+  EXPECT_EQ(OutputFile::destination_problem(dir / "new.bin"),
+            "");  // a new file in an existing directory
   EXPECT_EQ(OutputFile::destination_problem(dir / "no/such/out.bin"),
             "the directory '" + dir / "no/such" + "' does not exist");
-  EXPECT_EQ(OutputFile::destination_problem(dir / "missing/"), "the directory '" + dir / "missing" + "' does not exist");
+  EXPECT_EQ(OutputFile::destination_problem(dir / "missing/"),
+            "the directory '" + dir / "missing" + "' does not exist");
   dir.write("plain", "x");
-  EXPECT_EQ(OutputFile::destination_problem(dir / "plain/out.bin"), "'" + dir / "plain" + "' is not a directory");
+  EXPECT_EQ(OutputFile::destination_problem(dir / "plain/out.bin"),
+            "'" + dir / "plain" + "' is not a directory");
   EXPECT_EQ(OutputFile::destination_problem(dir / "plain"), "");  // an existing file is replaced
-  if (::geteuid() != 0) {  // root writes anywhere
+  if (::geteuid() != 0) {                                         // root writes anywhere
     std::filesystem::create_directory(dir / "locked");
-    std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
-    EXPECT_EQ(OutputFile::destination_problem(dir / "locked"), "the directory '" + dir / "locked" + "' is not writable");
+    std::filesystem::permissions(
+        dir / "locked", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    EXPECT_EQ(OutputFile::destination_problem(dir / "locked"),
+              "the directory '" + dir / "locked" + "' is not writable");
     std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
   }
 }

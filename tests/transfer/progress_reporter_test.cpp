@@ -44,7 +44,7 @@ TEST(Progress, EdgesOfTheLine) {
   auto done = format_progress(100, 100, 1.0);
   EXPECT_NE(done.find("100%"), std::string::npos);
   EXPECT_NE(done.find("ETA 0:00:00"), std::string::npos);
-  EXPECT_EQ(done.find('-'), std::string::npos);  // a full bar
+  EXPECT_EQ(done.find('-'), std::string::npos);                           // a full bar
   EXPECT_NE(format_progress(0, 0, 0.5).find("100%"), std::string::npos);  // empty file
   EXPECT_NE(format_progress(200, 100, 1.0).find("100%  100 B / 100 B"), std::string::npos);
   // Stalled: no rate yet, unknown ETA.

@@ -28,8 +28,8 @@ TEST(HostPort, Forms) {
 
 TEST(HostPort, Errors) {
   std::string error;
-  for (const char* bad : {"host", ":80", "host:", "host:0", "host:65536", "host:8x", "[::1]", "[::1]9000",
-                          "[]:80", "[::1:80"}) {
+  for (const char* bad : {"host", ":80", "host:", "host:0", "host:65536", "host:8x", "[::1]",
+                          "[::1]9000", "[]:80", "[::1:80"}) {
     EXPECT_FALSE(parse_host_port(bad, error)) << bad;
     EXPECT_FALSE(error.empty());
   }
@@ -53,7 +53,8 @@ TEST(TransferOptions, Send) {
 
 TEST(TransferOptions, Recv) {
   std::string error;
-  auto o = parse({"recv", "--port", "7000", "--out", "dir", "--bind=::", "--max-size", "1000"}, error);
+  auto o =
+      parse({"recv", "--port", "7000", "--out", "dir", "--bind=::", "--max-size", "1000"}, error);
   ASSERT_TRUE(o) << error;
   EXPECT_EQ(o->mode, TransferOptions::Mode::recv);
   EXPECT_EQ(o->port, 7000);
@@ -68,7 +69,8 @@ TEST(TransferOptions, RecvTimeouts) {
   ASSERT_TRUE(defaults) << error;
   EXPECT_EQ(defaults->header_timeout_seconds, 30.0);
   EXPECT_EQ(defaults->idle_timeout_seconds, 60.0);
-  auto o = parse({"recv", "--port", "1", "--out", "d", "--header-timeout", "0.5", "--idle-timeout=0"}, error);
+  auto o = parse(
+      {"recv", "--port", "1", "--out", "d", "--header-timeout", "0.5", "--idle-timeout=0"}, error);
   ASSERT_TRUE(o) << error;
   EXPECT_EQ(o->header_timeout_seconds, 0.5);
   EXPECT_EQ(o->idle_timeout_seconds, 0.0);  // never
@@ -78,8 +80,8 @@ TEST(TransferOptions, RecvTimeouts) {
   EXPECT_EQ(error, "invalid --header-timeout 'soon': expected seconds, 0-86400");
   EXPECT_FALSE(parse({"send", "f", "--to", "h:1", "--idle-timeout", "5"}, error));
   EXPECT_EQ(error, "unknown option '--idle-timeout' for send");
-  for (const char* text : {"--header-timeout S", "--idle-timeout S", "3 no header in time", "4 the sender went silent",
-                           "5 no room"}) {
+  for (const char* text : {"--header-timeout S", "--idle-timeout S", "3 no header in time",
+                           "4 the sender went silent", "5 no room"}) {
     EXPECT_NE(transfer_usage().find(text), std::string::npos) << text;
   }
 }

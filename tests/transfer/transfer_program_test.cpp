@@ -110,7 +110,8 @@ Answer read_answer(int fd) {
   }
   Answer a;
   if (raw.size() >= xfer::reply_size) {
-    a.complete = !xfer::decode_reply(std::as_bytes(std::span(raw.data(), xfer::reply_size)), a.status);
+    a.complete =
+        !xfer::decode_reply(std::as_bytes(std::span(raw.data(), xfer::reply_size)), a.status);
   }
   if (raw.size() >= xfer::reply_size + 2) {
     const auto length = static_cast<std::size_t>(static_cast<unsigned char>(raw[8]) << 8 |
@@ -161,8 +162,9 @@ class TransferProgramBase : public ::testing::TestWithParam<Case> {
   }
 
   void start_receiver(const std::vector<std::string>& options = {}) {
-    std::vector<std::string> argv{NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1",
-                                  "--out", out_.str(), "--backend", backend()};
+    std::vector<std::string> argv{
+        NIOX_TRANSFER_PROGRAM, "recv",  "--port",   "0",         "--bind",
+        "127.0.0.1",           "--out", out_.str(), "--backend", backend()};
     argv.insert(argv.end(), options.begin(), options.end());
     receiver_ = std::make_unique<ChildProcess>(argv);
     auto line = receiver_->read_line();
@@ -173,9 +175,9 @@ class TransferProgramBase : public ::testing::TestWithParam<Case> {
   }
 
   std::unique_ptr<ChildProcess> sender(const std::string& file) {
-    return std::make_unique<ChildProcess>(std::vector<std::string>{
-        NIOX_TRANSFER_PROGRAM, "send", file, "--to", "127.0.0.1:" + std::to_string(port_),
-        "--backend", backend()});
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{NIOX_TRANSFER_PROGRAM, "send", file, "--to",
+                                 "127.0.0.1:" + std::to_string(port_), "--backend", backend()});
   }
 
   std::string backend() const { return std::string(niox::to_string(GetParam().kind)); }
@@ -213,7 +215,8 @@ class TransferReceiverOptionsTest : public TransferProgramBase {
     return o;
   }
   // The receiver answered `status`, exited with `rc`, said `message` and left nothing behind.
-  void expect_refused(const Outcome& o, xfer::TransferStatus status, int rc, std::string_view message) {
+  void expect_refused(const Outcome& o, xfer::TransferStatus status, int rc,
+                      std::string_view message) {
     ASSERT_TRUE(o.answer.complete) << "receiver: " << o.said;
     EXPECT_EQ(o.answer.status, status);
     EXPECT_EQ(o.rc, rc) << o.said;
@@ -336,7 +339,8 @@ TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
   // already sending: its lingering close makes sure the sender reads the verdict instead of a
   // reset. The sender prints the receiver's reason.
   auto err = s->read_stderr();
-  EXPECT_NE(err.find("did not store the file: no room for 3145728 bytes"), std::string::npos) << err;
+  EXPECT_NE(err.find("did not store the file: no room for 3145728 bytes"), std::string::npos)
+      << err;
   EXPECT_EQ(err.find("could not store"), std::string::npos) << err;
   auto rc = exit_status(*receiver_);
   auto said = receiver_->read_stderr();
@@ -348,8 +352,10 @@ TEST_P(TransferProgramTest, ReceiverOutOfSpaceFailsBothEnds) {
 // A body announced large and then stalled: the receiver has reserved disk for what arrived and
 // a bounded step ahead of it (64 MiB), not for the whole announced size.
 TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
-  const std::uint64_t announced = std::min<std::uint64_t>(free_space(out_.str()) / 4, std::uint64_t{4} << 30);
-  if (announced < (std::uint64_t{1} << 30)) GTEST_SKIP() << "needs 4 GiB free on the test file system";
+  const std::uint64_t announced =
+      std::min<std::uint64_t>(free_space(out_.str()) / 4, std::uint64_t{4} << 30);
+  if (announced < (std::uint64_t{1} << 30))
+    GTEST_SKIP() << "needs 4 GiB free on the test file system";
   const auto first = pattern(1 << 20, 7);
   xfer::TransferHeader h;
   h.name = "huge.bin";
@@ -367,7 +373,8 @@ TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
     file = open_file_in(receiver_->pid(), out_.str());
     if (int f = file ? ::open(file->c_str(), O_RDONLY | O_CLOEXEC) : -1; f >= 0) {
       std::string back(first.size(), '\0');
-      landed = ::pread(f, back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()) && back == first;
+      landed = ::pread(f, back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()) &&
+               back == first;
       ::close(f);
     }
     if (!landed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -377,7 +384,8 @@ TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
   ASSERT_EQ(::stat(file->c_str(), &st), 0);
   const auto reserved = static_cast<std::uint64_t>(st.st_blocks) * 512;
   EXPECT_LE(reserved, first.size() + (std::uint64_t{128} << 20))
-      << reserved << " bytes reserved for " << first.size() << " received of " << announced << " announced";
+      << reserved << " bytes reserved for " << first.size() << " received of " << announced
+      << " announced";
   ::close(fd);
   EXPECT_EQ(exit_status(*receiver_), 1);
   EXPECT_TRUE(out_.list().empty());
@@ -402,7 +410,8 @@ TEST_P(TransferReceiverOptionsTest, SilentSenderTimesOutWaitingForTheHeader) {
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   auto o = outcome_of(fd);
-  expect_refused(o, xfer::TransferStatus::timed_out, 3, "timed out after 0.5 s waiting for the header (0 bytes arrived)");
+  expect_refused(o, xfer::TransferStatus::timed_out, 3,
+                 "timed out after 0.5 s waiting for the header (0 bytes arrived)");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
   EXPECT_NE(o.answer.reason.find("header"), std::string::npos) << o.answer.reason;
 }
@@ -412,9 +421,11 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
   const std::string body = pattern(1000, 9);
-  ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
+  ASSERT_TRUE(
+      send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
   auto o = outcome_of(fd);
-  expect_refused(o, xfer::TransferStatus::timed_out, 3, "timed out after 0.5 s waiting for the header");
+  expect_refused(o, xfer::TransferStatus::timed_out, 3,
+                 "timed out after 0.5 s waiting for the header");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
 }
 
@@ -424,9 +435,11 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledMidBodyTimesOut) {
   auto body = pattern(4 * 1024 * 1024, 10);
   int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)) + body.substr(0, 1 << 20)));
+  ASSERT_TRUE(send_all(
+      fd, header_for("stall.bin", body, niox::transfer::xxh64(body)) + body.substr(0, 1 << 20)));
   auto o = outcome_of(fd);
-  expect_refused(o, xfer::TransferStatus::timed_out, 4, "timed out: nothing arrived for 0.5 s after");
+  expect_refused(o, xfer::TransferStatus::timed_out, 4,
+                 "timed out: nothing arrived for 0.5 s after");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
   EXPECT_NE(o.said.find("of 4194304 bytes"), std::string::npos) << o.said;
 }
@@ -443,7 +456,8 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledBeforeTheChecksumTimesOut) {
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + body));
   auto o = outcome_of(fd);
-  expect_refused(o, xfer::TransferStatus::timed_out, 4, "nothing arrived for 0.5 s after the body, waiting for its checksum");
+  expect_refused(o, xfer::TransferStatus::timed_out, 4,
+                 "nothing arrived for 0.5 s after the body, waiting for its checksum");
 }
 
 // More than the output file system has free (1 PiB) under a --max-size that allows it: refused
@@ -462,7 +476,8 @@ TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefuse
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h, high))));  // and no body byte
   auto o = outcome_of(fd);
-  expect_refused(o, xfer::TransferStatus::write_failed, 5, "not enough space for 1125899906842624 bytes");
+  expect_refused(o, xfer::TransferStatus::write_failed, 5,
+                 "not enough space for 1125899906842624 bytes");
   EXPECT_NE(o.answer.reason.find("free"), std::string::npos) << o.answer.reason;
 }
 
@@ -475,7 +490,8 @@ TEST_P(TransferReceiverOptionsTest, SenderPrintsTheReceiversReason) {
   auto err = s->read_stderr();
   EXPECT_NE(err.find("the receiver did not store the file: "), std::string::npos) << err;
   EXPECT_NE(err.find("3145728 bytes"), std::string::npos) << err;
-  EXPECT_NE(err.find("larger than the receiver accepts (--max-size 1000)"), std::string::npos) << err;
+  EXPECT_NE(err.find("larger than the receiver accepts (--max-size 1000)"), std::string::npos)
+      << err;
   EXPECT_EQ(err.find("could not store"), std::string::npos) << err;
   EXPECT_EQ(exit_status(*receiver_), 1);
   EXPECT_TRUE(out_.list().empty());
@@ -486,11 +502,14 @@ TEST_P(TransferReceiverOptionsTest, SenderPrintsTheReceiversReason) {
 TEST(TransferProgram, OutInAMissingDirectoryIsRefusedAtStartUp) {
   TempDir dir;
   for (const std::string& out : {dir / "missing/", dir / "missing/file.bin"}) {
-    ChildProcess r({NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out", out});
+    ChildProcess r(
+        {NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out", out});
     auto rc = exit_status(r);
     auto said = r.read_stderr();
     EXPECT_EQ(rc, 2) << out << ": " << said;
-    EXPECT_NE(said.find("the directory '" + dir / "missing" + "' does not exist"), std::string::npos) << said;
+    EXPECT_NE(said.find("the directory '" + dir / "missing" + "' does not exist"),
+              std::string::npos)
+        << said;
     EXPECT_FALSE(r.read_line(std::chrono::milliseconds(100))) << "it listened anyway";
   }
   dir.write("plain", "x");
@@ -508,14 +527,15 @@ TEST(TransferProgram, SendingADirectorySaysItIsADirectory) {
   auto rc = exit_status(s);
   auto err = s.read_stderr();
   EXPECT_EQ(rc, 1) << err;
-  EXPECT_NE(err.find("cannot send '" + dir.str() + "': it is a directory"), std::string::npos) << err;
+  EXPECT_NE(err.find("cannot send '" + dir.str() + "': it is a directory"), std::string::npos)
+      << err;
 }
 
 TEST(TransferProgram, UsageErrorExitsWith2) {
   ChildProcess bad({NIOX_TRANSFER_PROGRAM, "fly"});
   EXPECT_EQ(bad.wait(), 2);
-  ChildProcess missing({NIOX_TRANSFER_PROGRAM, "send", "/nonexistent-file-for-test", "--to",
-                        "127.0.0.1:9"});
+  ChildProcess missing(
+      {NIOX_TRANSFER_PROGRAM, "send", "/nonexistent-file-for-test", "--to", "127.0.0.1:9"});
   EXPECT_EQ(missing.wait(), 1);
 }
 

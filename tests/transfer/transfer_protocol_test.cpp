@@ -14,7 +14,8 @@ std::vector<std::byte> bytes_of(const ByteBuffer& b) {
   return {s.begin(), s.end()};
 }
 
-std::vector<std::byte> valid_header(std::string name = "report.pdf", std::uint64_t size = 123456789) {
+std::vector<std::byte> valid_header(std::string name = "report.pdf",
+                                    std::uint64_t size = 123456789) {
   TransferHeader h;
   h.name = std::move(name);
   h.size = size;
@@ -25,8 +26,9 @@ std::vector<std::byte> valid_header(std::string name = "report.pdf", std::uint64
 TEST(TransferProtocol, HeaderLayoutIsBigEndianAndFixed) {
   auto b = valid_header("a.txt", 0xF203040506ULL);
   ASSERT_EQ(b.size(), header_size + 5);
-  const unsigned char expected[32] = {'N', 'I', 'O', 'X', 1, 0, 2, 0, 0, 5, 0, 0, 0, 0, 0, 0,
-                                      0, 0, 0, 0xF2, 3, 4, 5, 6, 0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF};
+  const unsigned char expected[32] = {'N', 'I', 'O',  'X',  1,    0,    2,    0,    0,    5,   0,
+                                      0,   0,   0,    0,    0,    0,    0,    0,    0xF2, 3,   4,
+                                      5,   6,   0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF};
   for (std::size_t i = 0; i < 32; ++i) {
     EXPECT_EQ(static_cast<unsigned char>(b[i]), expected[i]) << "byte " << i;
   }
@@ -131,7 +133,8 @@ TEST_P(TransferHeaderRejects, WithAClearError) {
   EXPECT_EQ(r.error.category().name(), std::string("niox.transfer"));
   // Errors in the fixed part are found before the name has arrived.
   if (c.offset < header_size) {
-    auto early = decode_header(std::span(b).first(std::max<std::size_t>(c.offset + 1, header_size)), h);
+    auto early =
+        decode_header(std::span(b).first(std::max<std::size_t>(c.offset + 1, header_size)), h);
     EXPECT_EQ(early.status, DecodeStatus::error);
   }
 }
@@ -164,10 +167,12 @@ TEST(TransferProtocol, BadMagicIsSeenOnTheFirstWrongByte) {
 }
 
 TEST(TransferProtocol, NameRules) {
-  for (const char* good : {"a", "report.pdf", "with space.txt", "caf\xC3\xA9", ".hidden", "a.b.c"}) {
+  for (const char* good :
+       {"a", "report.pdf", "with space.txt", "caf\xC3\xA9", ".hidden", "a.b.c"}) {
     EXPECT_FALSE(validate_name(good)) << good;
   }
-  for (const char* bad : {"..", ".", "a/b", "/etc/passwd", "a\\b", "..hidden", "x..y", "tab\there", "del\x7f"}) {
+  for (const char* bad :
+       {"..", ".", "a/b", "/etc/passwd", "a\\b", "..hidden", "x..y", "tab\there", "del\x7f"}) {
     EXPECT_EQ(validate_name(bad), TransferErrc::bad_name) << bad;
   }
   EXPECT_EQ(validate_name(""), TransferErrc::bad_name_length);
@@ -184,8 +189,10 @@ TEST(TransferProtocol, LimitsApplyToDecodeAndEncode) {
   limits.max_name_length = 4;
   TransferHeader h;
   EXPECT_EQ(decode_header(valid_header("abcd", 1000), h, limits).status, DecodeStatus::complete);
-  EXPECT_EQ(decode_header(valid_header("abcd", 1001), h, limits).error, TransferErrc::file_too_large);
-  EXPECT_EQ(decode_header(valid_header("abcde", 10), h, limits).error, TransferErrc::bad_name_length);
+  EXPECT_EQ(decode_header(valid_header("abcd", 1001), h, limits).error,
+            TransferErrc::file_too_large);
+  EXPECT_EQ(decode_header(valid_header("abcde", 10), h, limits).error,
+            TransferErrc::bad_name_length);
   TransferHeader big;
   big.name = "x";
   big.size = 1001;
@@ -201,8 +208,9 @@ TEST(TransferProtocol, LimitsApplyToDecodeAndEncode) {
 }
 
 TEST(TransferProtocol, Replies) {
-  for (auto s : {TransferStatus::ok, TransferStatus::checksum_mismatch, TransferStatus::write_failed,
-                 TransferStatus::refused, TransferStatus::timed_out}) {
+  for (auto s :
+       {TransferStatus::ok, TransferStatus::checksum_mismatch, TransferStatus::write_failed,
+        TransferStatus::refused, TransferStatus::timed_out}) {
     auto b = bytes_of(encode_reply(s));
     // Only a reply other than ok has a reason after it (here an empty one: its length, 0).
     ASSERT_EQ(b.size(), s == TransferStatus::ok ? reply_size : reply_size + 2);
@@ -248,7 +256,8 @@ TEST(TransferProtocol, RefusalsCarryTheReceiversReason) {
   // An ok reply has no reason, whatever the receiver passed.
   EXPECT_EQ(bytes_of(encode_reply(TransferStatus::ok, "ignored")).size(), reply_size);
   // Control bytes (terminal escapes) never reach the sender's terminal; long reasons are cut.
-  EXPECT_EQ(decode_reason(bytes_of(encode_reply(TransferStatus::refused, "a\x1b[2Jb\nc"))), "a?[2Jb?c");
+  EXPECT_EQ(decode_reason(bytes_of(encode_reply(TransferStatus::refused, "a\x1b[2Jb\nc"))),
+            "a?[2Jb?c");
   auto longest = bytes_of(encode_reply(TransferStatus::refused, std::string(5000, 'x')));
   EXPECT_EQ(longest.size(), reply_size + 2 + max_reason_length);
   EXPECT_EQ(decode_reason(longest), std::string(max_reason_length, 'x'));
@@ -259,7 +268,8 @@ TEST(TransferProtocol, RefusalsCarryTheReceiversReason) {
 }
 
 TEST(TransferProtocol, ErrorMessagesAreReadable) {
-  EXPECT_EQ(make_error_code(TransferErrc::bad_magic).message(), "bad magic (not a niox-transfer stream)");
+  EXPECT_EQ(make_error_code(TransferErrc::bad_magic).message(),
+            "bad magic (not a niox-transfer stream)");
   for (int e = 1; e <= static_cast<int>(TransferErrc::refused); ++e) {
     EXPECT_NE(transfer_category().message(e).find_first_not_of(' '), std::string::npos);
     EXPECT_EQ(transfer_category().message(e).find("unknown niox"), std::string::npos) << e;

@@ -123,7 +123,7 @@ TEST_F(TransferSessionTest, ChecksumTrailerHashesChunksInOrder) {
   EXPECT_EQ(plan.header.checksum, 0u);
   EXPECT_EQ(plan.hash_chunk(1000, 10), std::errc::invalid_argument);  // a gap
   ASSERT_FALSE(plan.hash_chunk(0, 1000));
-  EXPECT_EQ(plan.hash_chunk(0, 10), std::errc::invalid_argument);  // again
+  EXPECT_EQ(plan.hash_chunk(0, 10), std::errc::invalid_argument);               // again
   EXPECT_EQ(plan.hash_chunk(1000, body_.size()), std::errc::invalid_argument);  // past the end
   ASSERT_FALSE(plan.hash_chunk(1000, body_.size() - 1000));
   auto trailer = plan.trailer();
@@ -149,7 +149,8 @@ TEST_F(TransferSessionTest, ChecksumTrailerMissingOrWrongFails) {
     TransferReceiver rx(dst_.str());
     std::error_code ec;
     // Cut inside the trailer: the body is all there, the checksum is not.
-    EXPECT_EQ(receive(rx, bytes.substr(0, bytes.size() - 3), 4096, ec), TransferStatus::write_failed);
+    EXPECT_EQ(receive(rx, bytes.substr(0, bytes.size() - 3), 4096, ec),
+              TransferStatus::write_failed);
     EXPECT_EQ(ec, TransferErrc::truncated);
     EXPECT_TRUE(dst_.list().empty());
   }

@@ -79,12 +79,8 @@ class Echo final : public ChannelHandler {
   explicit Echo(Mode mode) : mode_(mode) {}
   void channel_read(ChannelHandlerContext& ctx, Message msg) override {
     switch (mode_) {
-      case Mode::write_and_flush:
-        ctx.write_and_flush(std::move(msg), ChannelPromise());
-        break;
-      case Mode::write_then_flush:
-        ctx.write(std::move(msg), ChannelPromise());
-        break;
+      case Mode::write_and_flush: ctx.write_and_flush(std::move(msg), ChannelPromise()); break;
+      case Mode::write_then_flush: ctx.write(std::move(msg), ChannelPromise()); break;
       case Mode::promise_with_listener: {
         ++writes;
         auto p = ctx.new_promise();
@@ -106,7 +102,8 @@ class Echo final : public ChannelHandler {
   Mode mode_;
 };
 
-class PipelineAllocationTest : public ::testing::TestWithParam<std::tuple<test::BackendVariant, Mode>> {
+class PipelineAllocationTest
+    : public ::testing::TestWithParam<std::tuple<test::BackendVariant, Mode>> {
  protected:
   void SetUp() override {
     if (auto why = test::backend_skip_reason(std::get<0>(GetParam()).kind)) GTEST_SKIP() << *why;
@@ -198,10 +195,11 @@ TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
   loop.shutdown();
 }
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<test::BackendVariant, Mode>>& info) {
-  const char* mode = std::get<1>(info.param) == Mode::write_and_flush  ? "_write_and_flush"
+std::string case_name(
+    const ::testing::TestParamInfo<std::tuple<test::BackendVariant, Mode>>& info) {
+  const char* mode = std::get<1>(info.param) == Mode::write_and_flush    ? "_write_and_flush"
                      : std::get<1>(info.param) == Mode::write_then_flush ? "_write_then_flush"
-                                                                          : "_promise_with_listener";
+                                                                         : "_promise_with_listener";
   return std::string(std::get<0>(info.param).name) + mode;
 }
 

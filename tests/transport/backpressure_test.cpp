@@ -50,7 +50,8 @@ class BackpressureEcho : public ChannelHandler {
  private:
   void note(ChannelHandlerContext& ctx) {
     std::size_t p = ctx.channel().outbound_buffer().total_pending_bytes();
-    if (p > max_pending.load(std::memory_order_relaxed)) max_pending.store(p, std::memory_order_relaxed);
+    if (p > max_pending.load(std::memory_order_relaxed))
+      max_pending.store(p, std::memory_order_relaxed);
   }
 };
 
@@ -79,8 +80,9 @@ TEST_P(BackpressureTest, FloodingClientThatNeverReadsIsPushedBackWithBoundedMemo
   auto deadline = stalled_since + std::chrono::seconds(20);
   bool stalled = false;
   while (sent < data.size() && std::chrono::steady_clock::now() < deadline) {
-    ssize_t n = ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
+               MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
       stalled_since = std::chrono::steady_clock::now();
@@ -93,7 +95,8 @@ TEST_P(BackpressureTest, FloodingClientThatNeverReadsIsPushedBackWithBoundedMemo
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_TRUE(stalled) << "the server kept reading " << sent << " bytes from a client that never reads";
+  ASSERT_TRUE(stalled) << "the server kept reading " << sent
+                       << " bytes from a client that never reads";
   EXPECT_GE(echo->pauses.load(), 1);
   // Bounded: the high water mark plus what one read can bring (64 KiB buffers at most).
   EXPECT_LE(echo->max_pending.load(), kHigh + 64 * 1024);
@@ -108,8 +111,9 @@ TEST_P(BackpressureTest, FloodingClientThatNeverReadsIsPushedBackWithBoundedMemo
     pollfd p{peer.fd(), static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
     if (::poll(&p, 1, 1000) <= 0) continue;
     if ((p.revents & POLLOUT) && sent < data.size()) {
-      ssize_t n = ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      ssize_t n =
+          ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
+                 MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) sent += static_cast<std::size_t>(n);
     }
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -135,13 +139,11 @@ TEST_P(BackpressureTest, AutoReadOffOnTheServerChannelPausesAccepting) {
   std::mutex mu;
   std::vector<std::shared_ptr<Channel>> children;
   TestServer server(options(), 1);
-  server.bootstrap()
-      .option(channel_option::auto_read, false)
-      .child_handler(init([&](Channel& ch) {
-        std::lock_guard lock(mu);
-        children.push_back(ch.shared_from_this());
-        ++accepted;
-      }));
+  server.bootstrap().option(channel_option::auto_read, false).child_handler(init([&](Channel& ch) {
+    std::lock_guard lock(mu);
+    children.push_back(ch.shared_from_this());
+    ++accepted;
+  }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   auto listener = server.channel();
   ASSERT_TRUE(listener);

@@ -50,7 +50,8 @@ TEST_P(CloseTest, GracefulCloseWith64MiBQueuedDeliversEverythingThenFin) {
   auto h = std::make_shared<LambdaHandler>();
   h->on_active = [&data, st, pieces](ChannelHandlerContext& ctx) {
     for (int i = 0; i < pieces; ++i) {
-      auto piece = std::span<const std::byte>(data).subspan(static_cast<std::size_t>(i) * kPiece, kPiece);
+      auto piece =
+          std::span<const std::byte>(data).subspan(static_cast<std::size_t>(i) * kPiece, kPiece);
       ctx.write(ByteBuffer::wrap(piece)).add_listener([st](const std::error_code& ec) {
         ec ? ++st->failed : ++st->ok;
       });
@@ -94,7 +95,8 @@ TEST_P(CloseTest, GracefulCloseWith64MiBQueuedDeliversEverythingThenFin) {
   auto c = st->closed.get_future();
   wait_for(c);
   EXPECT_GT(st->max_pending.load(), std::size_t(32) << 20) << "the data was not queued";
-  for (int i = 0; i < 2000 && st->ok + st->failed < pieces; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 2000 && st->ok + st->failed < pieces; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(st->ok.load(), pieces);
   EXPECT_EQ(st->failed.load(), 0);
 }
@@ -126,7 +128,8 @@ TEST_P(CloseTest, PeerResetFailsFlushedWritesOnceWithResetOrBrokenPipe) {
         }
       });
     }
-    ctx.channel().close_future().add_listener([st](const std::error_code&) { st->closed.set_value(); });
+    ctx.channel().close_future().add_listener(
+        [st](const std::error_code&) { st->closed.set_value(); });
     st->queued.set_value();
   };
   h->on_exception = [st](ChannelHandlerContext&, std::exception_ptr) { ++st->exceptions; };
@@ -149,10 +152,12 @@ TEST_P(CloseTest, PeerResetFailsFlushedWritesOnceWithResetOrBrokenPipe) {
     std::lock_guard lock(st->mu);
     return static_cast<int>(st->errors.size()) + st->ok >= kWrites;
   };
-  for (int i = 0; i < 5000 && !all_done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 5000 && !all_done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a second completion would show now
   std::lock_guard lock(st->mu);
-  for (int i = 0; i < kWrites; ++i) EXPECT_EQ(st->completions[static_cast<std::size_t>(i)], 1) << "write " << i;
+  for (int i = 0; i < kWrites; ++i)
+    EXPECT_EQ(st->completions[static_cast<std::size_t>(i)], 1) << "write " << i;
   ASSERT_FALSE(st->errors.empty());
   for (auto& ec : st->errors) {
     EXPECT_TRUE(ec == std::errc::connection_reset || ec == std::errc::broken_pipe)
@@ -185,8 +190,8 @@ TEST_P(CloseTest, HalfClosureDeliversAllDataThenTheEventAndWritingStillWorks) {
     EXPECT_TRUE(ctx.channel().is_active());
     EXPECT_FALSE(ctx.channel().is_output_shutdown());
     auto reply = ByteBuffer::wrap(std::span<const std::byte>(st->got));
-    ctx.write_and_flush(std::move(reply)).add_listener(
-        [ch = ctx.channel().shared_from_this()](const std::error_code& ec) {
+    ctx.write_and_flush(std::move(reply))
+        .add_listener([ch = ctx.channel().shared_from_this()](const std::error_code& ec) {
           EXPECT_FALSE(ec) << ec.message();
           ch->close();
         });

@@ -97,25 +97,30 @@ class InboundQueueSocketTest : public DescriptorCheckedTest {};
 // order, then EOF after its own.
 TEST_P(InboundQueueSocketTest, ACoroutineServesFramesBehindADecoder) {
   TestServer server(options(), 1);
-  auto serve = [](std::shared_ptr<ChannelInboundQueue> queue, std::shared_ptr<Channel> ch) -> Task<void> {
+  auto serve = [](std::shared_ptr<ChannelInboundQueue> queue,
+                  std::shared_ptr<Channel> ch) -> Task<void> {
     while (auto frame = co_await queue->next()) co_await ch->write_and_flush(std::move(*frame));
     co_await ch->close();
   };
   // Half-closure on: the client's FIN ends the queue's input after the frames it sent, and the
   // coroutine closes once it has echoed them all.
-  server.bootstrap().child_option(channel_option::allow_half_closure, true).child_handler(init([serve](Channel& ch) {
-    auto queue = std::make_shared<ChannelInboundQueue>(4);
-    ch.pipeline().add_last("frames", std::make_shared<LengthFieldBasedFrameDecoder>(1 << 20, 0, 4));
-    ch.pipeline().add_last("queue", queue);
-    co_spawn(ch.executor(), serve(queue, ch.shared_from_this()));
-  }));
+  server.bootstrap()
+      .child_option(channel_option::allow_half_closure, true)
+      .child_handler(init([serve](Channel& ch) {
+        auto queue = std::make_shared<ChannelInboundQueue>(4);
+        ch.pipeline().add_last("frames",
+                               std::make_shared<LengthFieldBasedFrameDecoder>(1 << 20, 0, 4));
+        ch.pipeline().add_last("queue", queue);
+        co_spawn(ch.executor(), serve(queue, ch.shared_from_this()));
+      }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   std::string stream;
   for (int i = 0; i < 200; ++i) {
     std::string body(static_cast<std::size_t>(i * 37 % 5000 + 1), static_cast<char>('a' + i % 26));
     std::uint32_t n = static_cast<std::uint32_t>(body.size());
-    stream += std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                          static_cast<char>(n)} + body;
+    stream += std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                          static_cast<char>(n >> 8), static_cast<char>(n)} +
+              body;
   }
   PeerSocket peer(addr);
   peer.send_all(stream);

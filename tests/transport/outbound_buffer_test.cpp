@@ -409,7 +409,8 @@ TEST(OutboundBuffer, FileRegionsAreWrittenByTheirOwnPathBetweenBuffers) {
   ch.set_write_script([](std::span<const iovec>, std::size_t bytes) {
     return static_cast<long>(bytes > 3 ? 3 : bytes);  // short everywhere
   });
-  auto region_file = std::make_shared<const FileDescriptor>(FileDescriptor::open(file.path, O_RDONLY));
+  auto region_file =
+      std::make_shared<const FileDescriptor>(FileDescriptor::open(file.path, O_RDONLY));
   auto head = ch.write(ByteBuffer::wrap(std::string_view("<")));
   auto region = ch.write(FileRegion(region_file, 5, 10));
   auto tail = ch.write(ByteBuffer::wrap(std::string_view(">")));

@@ -565,8 +565,7 @@ struct Mutator : ChannelDuplexHandler {
         }
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
   void channel_read(ChannelHandlerContext& ctx, Message msg) override {

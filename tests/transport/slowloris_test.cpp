@@ -91,7 +91,9 @@ TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {
   std::vector<pollfd> fds(kConnections);
   while (still_open > 0 && std::chrono::steady_clock::now() < deadline) {
     for (int i = 0; i < kConnections; ++i) {
-      fds[static_cast<std::size_t>(i)] = {open[static_cast<std::size_t>(i)] ? peers[static_cast<std::size_t>(i)]->fd() : -1, POLLIN, 0};
+      fds[static_cast<std::size_t>(i)] = {
+          open[static_cast<std::size_t>(i)] ? peers[static_cast<std::size_t>(i)]->fd() : -1, POLLIN,
+          0};
     }
     ::poll(fds.data(), fds.size(), 50);
     for (int i = 0; i < kConnections; ++i) {
@@ -107,7 +109,8 @@ TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {
     }
     if (std::chrono::steady_clock::now() >= next_byte) {
       for (int i = 0; i < kConnections; ++i) {
-        if (open[static_cast<std::size_t>(i)]) ::send(peers[static_cast<std::size_t>(i)]->fd(), "x", 1, MSG_NOSIGNAL);
+        if (open[static_cast<std::size_t>(i)])
+          ::send(peers[static_cast<std::size_t>(i)]->fd(), "x", 1, MSG_NOSIGNAL);
       }
       next_byte += std::chrono::milliseconds(500);
     }
@@ -121,7 +124,8 @@ TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {
     }
     return st->active.load() == 0;
   };
-  for (int i = 0; i < 5000 && !gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 5000 && !gone(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_TRUE(gone());
   {
     std::lock_guard lock(st->mu);

@@ -71,9 +71,10 @@ TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
   where.push_back(UnixDomainSocketAddress((dir / "echo.sock").string()));
   for (std::size_t w = 0; w < where.size(); ++w) {
     TestServer s(options(), 2);
-    s.bootstrap().child_option(channel_option::tcp_nodelay, true).child_handler(init([](Channel& ch) {
-      ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
-    }));
+    s.bootstrap()
+        .child_option(channel_option::tcp_nodelay, true)
+        .child_handler(init(
+            [](Channel& ch) { ch.pipeline().add_last("echo", std::make_shared<EchoHandler>()); }));
     SocketAddress addr = s.start(where[w]);
     constexpr int kConnections = 12;
     std::vector<std::thread> clients;
@@ -81,7 +82,8 @@ TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
     for (int i = 0; i < kConnections; ++i) {
       clients.emplace_back([&, i] {
         try {
-          auto data = pseudo_random_bytes(200000 + static_cast<std::size_t>(i) * 1000, 7 + i + w * 100);
+          auto data =
+              pseudo_random_bytes(200000 + static_cast<std::size_t>(i) * 1000, 7 + i + w * 100);
           PeerSocket peer(addr);
           auto back = peer.exchange(data, data.size());
           if (back == data) ++ok;
@@ -100,7 +102,8 @@ TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
 // buffer exactly (the receive buffer shrinks to the message size after a few rounds).
 TEST_P(SocketTransportTest, PingPongEchoesEveryMessageWithoutWaitingForMore) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   PeerSocket peer(addr);
   timeval tv{5, 0};
@@ -116,7 +119,8 @@ TEST_P(SocketTransportTest, PingPongEchoesEveryMessageWithoutWaitingForMore) {
 
 TEST_P(SocketTransportTest, BootstrapClientEchoesThroughItsPipeline) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
 
   EventLoopGroup client_group(TestServer::group_options(options(), 1));
@@ -170,7 +174,8 @@ TEST_P(SocketTransportTest, LengthFieldAndHeaderBodyFramingEndToEnd) {
   // Client: writes bodies through a prepender, receives with a HeaderBodyDecoder that scatters
   // each body into a buffer of its own.
   std::vector<std::vector<std::byte>> bodies;
-  for (int i = 0; i < 40; ++i) bodies.push_back(pseudo_random_bytes(static_cast<std::size_t>(1 + i * 997), 500 + i));
+  for (int i = 0; i < 40; ++i)
+    bodies.push_back(pseudo_random_bytes(static_cast<std::size_t>(1 + i * 997), 500 + i));
   std::mutex mu;
   std::vector<std::vector<std::byte>> frames;
   std::promise<void> all;
@@ -252,13 +257,17 @@ TEST_P(SocketTransportTest, BackpressureFlipsWritabilityAndTheHardCapFailsWrites
       auto p = ctx.new_promise();
       ChannelFuture(p).add_listener([st](const std::error_code& ec) {
         std::lock_guard lock(st->mu);
-        if (ec == transport::Errc::outbound_buffer_full) ++st->failed_full;
-        else if (ec) ++st->other_failures;
-        else st->accepted_bytes += kChunk;
+        if (ec == transport::Errc::outbound_buffer_full)
+          ++st->failed_full;
+        else if (ec)
+          ++st->other_failures;
+        else
+          st->accepted_bytes += kChunk;
       });
       ctx.write_and_flush(payload.duplicate(), p);
       std::lock_guard lock(st->mu);
-      st->max_pending = std::max(st->max_pending, ctx.channel().outbound_buffer().total_pending_bytes());
+      st->max_pending =
+          std::max(st->max_pending, ctx.channel().outbound_buffer().total_pending_bytes());
     }
     ctx.channel().executor().execute([&] { unwritable_then_full.set_value(); });
   };
@@ -272,7 +281,8 @@ TEST_P(SocketTransportTest, BackpressureFlipsWritabilityAndTheHardCapFailsWrites
     }
   };
   server.bootstrap()
-      .child_option(channel_option::write_buffer_water_mark, WriteBufferWaterMark{64 * 1024, 256 * 1024})
+      .child_option(channel_option::write_buffer_water_mark,
+                    WriteBufferWaterMark{64 * 1024, 256 * 1024})
       .child_option(channel_option::write_buffer_hard_limit, kHard)
       .child_option(channel_option::so_sndbuf, 16 * 1024)
       .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
@@ -295,10 +305,12 @@ TEST_P(SocketTransportTest, BackpressureFlipsWritabilityAndTheHardCapFailsWrites
   // Write listeners run as loop tasks, possibly after the FIN went out.
   auto all_completed = [&] {
     std::lock_guard lock(st->mu);
-    return st->accepted_bytes + static_cast<std::size_t>(st->failed_full + st->other_failures) * kChunk ==
+    return st->accepted_bytes +
+               static_cast<std::size_t>(st->failed_full + st->other_failures) * kChunk ==
            200 * kChunk;
   };
-  for (int i = 0; i < 2000 && !all_completed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 2000 && !all_completed(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::lock_guard lock(st->mu);
   EXPECT_GT(st->failed_full, 0);
   EXPECT_EQ(st->other_failures, 0);
@@ -313,7 +325,9 @@ TEST_P(SocketTransportTest, AutoReadOffPausesReadingUntilReadIsCalled) {
   std::atomic<bool> resume{false};
   std::promise<std::shared_ptr<Channel>> child;
   auto h = std::make_shared<LambdaHandler>();
-  h->on_active = [&](ChannelHandlerContext& ctx) { child.set_value(ctx.channel().shared_from_this()); };
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    child.set_value(ctx.channel().shared_from_this());
+  };
   h->on_read = [&](ChannelHandlerContext&, Message m) { received += m.readable_bytes(); };
   h->on_read_complete = [&](ChannelHandlerContext& ctx) {
     if (resume) ctx.read();
@@ -331,8 +345,9 @@ TEST_P(SocketTransportTest, AutoReadOffPausesReadingUntilReadIsCalled) {
   auto data = pseudo_random_bytes(16 << 20, 3);
   std::size_t sent = 0;
   for (;;) {
-    ssize_t n = ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(peer.fd(), data.data() + sent, std::min<std::size_t>(65536, data.size() - sent),
+               MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       ASSERT_EQ(errno, EAGAIN);
       break;
@@ -358,7 +373,8 @@ TEST_P(SocketTransportTest, GracefulShutdownDeliversEverythingQueuedThenFin) {
   h->on_active = [&](ChannelHandlerContext& ctx) {
     constexpr std::size_t piece = 100000;
     for (std::size_t off = 0; off < data.size(); off += piece) {
-      ctx.write(ByteBuffer::wrap(std::span<const std::byte>(data).subspan(off, std::min(piece, data.size() - off))));
+      ctx.write(ByteBuffer::wrap(
+          std::span<const std::byte>(data).subspan(off, std::min(piece, data.size() - off))));
     }
     ctx.flush();
     ctx.shutdown_output();
@@ -413,7 +429,8 @@ TEST_P(SocketTransportTest, PeerResetFailsEveryPendingWriteOnce) {
 TEST_P(SocketTransportTest, AbortiveCloseSendsReset) {
   auto h = std::make_shared<LambdaHandler>();
   h->on_read = [](ChannelHandlerContext& ctx, Message) {
-    std::static_pointer_cast<LoopSocketChannel>(ctx.channel().shared_from_this())->close_abortively();
+    std::static_pointer_cast<LoopSocketChannel>(ctx.channel().shared_from_this())
+        ->close_abortively();
   };
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
@@ -444,8 +461,9 @@ TEST_P(SocketTransportTest, HalfClosureFiresInputShutdownAndKeepsWriting) {
       auto reply = ByteBuffer::allocate(6 + got->size());
       reply.put("reply:").put(*got).flip();
       // Netty's idiom: close once the reply is out.
-      ctx.write_and_flush(std::move(reply)).add_listener(
-          [ch = ctx.channel().shared_from_this()](const std::error_code&) { ch->close(); });
+      ctx.write_and_flush(std::move(reply))
+          .add_listener(
+              [ch = ctx.channel().shared_from_this()](const std::error_code&) { ch->close(); });
     };
     TestServer server(options(), 1);
     server.bootstrap()
@@ -556,7 +574,8 @@ TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
     ctx.write(FileRegion(FileDescriptor::open(path, O_RDONLY), 0, content.size() + 100))
         .add_listener([&](const std::error_code& ec) {
           region_result.set_value(ec);
-          ctx.channel().executor().execute([&] { unsent_after_drain.set_value(unsent_bytes(ctx)); });
+          ctx.channel().executor().execute(
+              [&] { unsent_after_drain.set_value(unsent_bytes(ctx)); });
         });
     ctx.flush();
   };
@@ -681,7 +700,8 @@ TEST_P(SocketTransportTest, CloseFromInsideACallbackAndTwiceIsSafe) {
       if (!ec) ++close_completions;
       done.set_value();
     });
-    pending.add_listener([](const std::error_code& ec) { EXPECT_EQ(ec, transport::Errc::channel_closed); });
+    pending.add_listener(
+        [](const std::error_code& ec) { EXPECT_EQ(ec, transport::Errc::channel_closed); });
   };
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));

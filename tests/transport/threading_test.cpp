@@ -52,7 +52,8 @@ struct ActiveClient {
   std::shared_ptr<Channel> channel;
   ChannelHandlerContext* ctx = nullptr;
 
-  ActiveClient(const EventLoop::Options& options, const SocketAddress& addr, const std::string& name)
+  ActiveClient(const EventLoop::Options& options, const SocketAddress& addr,
+               const std::string& name)
       : group(TestServer::group_options(options, 1)) {
     auto active = std::make_shared<std::promise<ChannelHandlerContext*>>();
     auto h = std::make_shared<LambdaHandler>();
@@ -72,7 +73,8 @@ struct ActiveClient {
 TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
   auto sink = std::make_shared<Sink>(kThreads * kWritesPerThread * kMessage);
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([sink](Channel& ch) { ch.pipeline().add_last(counting(sink)); }));
+  server.bootstrap().child_handler(
+      init([sink](Channel& ch) { ch.pipeline().add_last(counting(sink)); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
 
   ActiveClient client(options(), addr, "writer");
@@ -87,10 +89,11 @@ TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
         auto buf = ByteBuffer::allocate(kMessage);
         for (std::size_t k = 0; k < kMessage; ++k) buf.put(static_cast<std::uint8_t>(t + i + k));
         buf.flip();
-        ctx->write_and_flush(std::move(buf)).add_listener([&, c = keep.get()](const std::error_code& ec) {
-          (ec ? failed : ok).fetch_add(1);
-          if (c->in_event_loop()) on_loop.fetch_add(1);
-        });
+        ctx->write_and_flush(std::move(buf))
+            .add_listener([&, c = keep.get()](const std::error_code& ec) {
+              (ec ? failed : ok).fetch_add(1);
+              if (c->in_event_loop()) on_loop.fetch_add(1);
+            });
       }
     });
   }
@@ -129,7 +132,8 @@ struct AddedProbe : ChannelHandler {
 // their results and exceptions. From another loop's thread the wait is refused.
 TEST_P(ThreadingTest, PipelineAndConfigChangesFromAnotherThreadRunOnTheLoop) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoopGroup client_group(TestServer::group_options(options(), 1));
   Bootstrap b;
@@ -176,7 +180,8 @@ TEST_P(ThreadingTest, PipelineAndConfigChangesFromAnotherThreadRunOnTheLoop) {
 // handler_removed (it never runs through a freed context), a close still closes.
 TEST_P(ThreadingTest, ContextOfARemovedHandlerFailsItsWriteCleanly) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   ActiveClient client(options(), addr, "gone");
   ChannelHandlerContext* ctx = client.ctx;
@@ -253,7 +258,8 @@ TEST_P(ThreadingTest, WaitingOnALoopThreadThrowsBlockingOperationException) {
 // the error_code.
 TEST_P(ThreadingTest, SyncOffTheLoopWaitsForTheOutcome) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoopGroup client_group(TestServer::group_options(options(), 1));
   Bootstrap b;
@@ -293,7 +299,8 @@ TEST_P(ThreadingTest, ServerChannelTellsItsBoundAddress) {
 // the calling thread, and nothing touches the dead loop (AddressSanitizer watches).
 TEST_P(ThreadingTest, ChannelThatOutlivesItsGroupFailsCleanly) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  server.bootstrap().child_handler(
+      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
 
   std::shared_ptr<Channel> idle;  // nothing of it in the kernel: AUTO_READ off
@@ -304,9 +311,8 @@ TEST_P(ThreadingTest, ChannelThatOutlivesItsGroupFailsCleanly) {
     reading = client.channel;
     ctx = client.ctx;
     Bootstrap quiet;
-    quiet.group(client.group)
-        .option(channel_option::auto_read, false)
-        .handler(init([](Channel&) {}));
+    quiet.group(client.group).option(channel_option::auto_read, false).handler(init([](Channel&) {
+    }));
     idle = quiet.connect(addr).sync().channel();
     client.group.shutdown_gracefully();
   }  // the group and its loops are destroyed here

@@ -200,7 +200,8 @@ inline ResumeOn resume_on(Executor& executor) noexcept { return ResumeOn(executo
 // Throws IllegalStateException when the loop is gone.
 class SleepFor {
  public:
-  SleepFor(EventLoop& loop, std::chrono::nanoseconds delay) noexcept : loop_(&loop), delay_(delay) {}
+  SleepFor(EventLoop& loop, std::chrono::nanoseconds delay) noexcept
+      : loop_(&loop), delay_(delay) {}
   SleepFor(const SleepFor&) = delete;
   SleepFor& operator=(const SleepFor&) = delete;
   ~SleepFor() {
@@ -293,7 +294,8 @@ SleepFor sleep_for(EventLoop& loop, std::chrono::duration<Rep, Period> d) noexce
 }
 template <class Clock, class Duration>
 SleepFor sleep_until(EventLoop& loop, std::chrono::time_point<Clock, Duration> deadline) noexcept {
-  return SleepFor(loop, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()));
+  return SleepFor(loop,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()));
 }
 
 // co_await with_timeout(loop, task, d): `task`'s result, unless `d` passes first: then the task

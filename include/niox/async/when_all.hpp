@@ -89,13 +89,16 @@ Task<std::tuple<NonVoid<Ts>...>> when_all_tuple(Task<Ts>... tasks) {
   std::tuple<std::optional<NonVoid<Ts>>...> results;
   auto start = [&] {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (drive_child(std::move(tasks), latch,
-                   [&r = std::get<I>(results)](auto&& v) { r.emplace(std::forward<decltype(v)>(v)); }),
+      (drive_child(
+           std::move(tasks), latch,
+           [&r = std::get<I>(results)](auto&& v) { r.emplace(std::forward<decltype(v)>(v)); }),
        ...);
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   };
   co_await WhenAllAwaiter<decltype(start)>{latch, start};
-  co_return std::apply([](auto&... r) { return std::tuple<NonVoid<Ts>...>(std::move(*r)...); }, results);
+  co_return std::apply([](auto&... r) { return std::tuple<NonVoid<Ts>...>(std::move(*r)...); },
+                       results);
 }
 
 template <class T>

@@ -203,7 +203,8 @@ class TaskGroup {
     std::coroutine_handle<> joiner;
     {
       std::lock_guard lock(mutex_);
-      if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) joiner = std::exchange(joiner_, {});
+      if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        joiner = std::exchange(joiner_, {});
     }
     if (joiner) detail::resume_soon(joiner);
   }

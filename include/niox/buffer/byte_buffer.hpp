@@ -89,7 +89,7 @@ concept wrappable_range = std::is_convertible_v<R&&, std::span<const std::byte>>
 // The unsigned integer with the same width as T, used to move T's bytes.
 template <class T>
 using bits_t = std::conditional_t<sizeof(T) == 2, std::uint16_t,
-               std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+                                  std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
 }  // namespace detail
 
 class ByteBuffer {
@@ -114,9 +114,9 @@ class ByteBuffer {
   // range is, read-only when it is const. Without this, such a range would match both span
   // overloads above. A temporary container is refused: the buffer would outlive its memory.
   template <class R>
-    requires(detail::wrappable_range<R> &&
-             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
-  static ByteBuffer wrap(R&& array) {
+  requires(detail::wrappable_range<R> &&
+           (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>)) static ByteBuffer
+      wrap(R&& array) {
     if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
       return wrap(std::span<std::byte>(array));
     } else {
@@ -124,9 +124,9 @@ class ByteBuffer {
     }
   }
   template <class R>
-    requires(detail::wrappable_range<R> &&
-             (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
-  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) {
+  requires(detail::wrappable_range<R> &&
+           (std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>)) static ByteBuffer
+      wrap(R&& array, std::size_t offset, std::size_t length) {
     if constexpr (std::is_convertible_v<R&&, std::span<std::byte>>) {
       return wrap(std::span<std::byte>(array), offset, length);
     } else {
@@ -134,13 +134,13 @@ class ByteBuffer {
     }
   }
   template <class R>
-    requires(detail::wrappable_range<R> &&
-             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
-  static ByteBuffer wrap(R&& array) = delete;
+  requires(detail::wrappable_range<R> &&
+           !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>)) static ByteBuffer
+      wrap(R&& array) = delete;
   template <class R>
-    requires(detail::wrappable_range<R> &&
-             !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>))
-  static ByteBuffer wrap(R&& array, std::size_t offset, std::size_t length) = delete;
+  requires(detail::wrappable_range<R> &&
+           !(std::is_lvalue_reference_v<R> || std::ranges::borrowed_range<R>)) static ByteBuffer
+      wrap(R&& array, std::size_t offset, std::size_t length) = delete;
   static ByteBuffer wrap(std::string&& text) = delete;
 
   // An empty buffer (capacity 0).
@@ -225,13 +225,13 @@ class ByteBuffer {
   bool is_read_only() const noexcept { return (flags_ & read_only_flag) != 0; }
   bool is_direct() const noexcept { return (flags_ & direct_flag) != 0; }
   ByteOrder order() const noexcept {
-    constexpr ByteOrder other = native_order() == ByteOrder::big_endian ? ByteOrder::little_endian
-                                                                        : ByteOrder::big_endian;
+    constexpr ByteOrder other =
+        native_order() == ByteOrder::big_endian ? ByteOrder::little_endian : ByteOrder::big_endian;
     return (flags_ & swap_flag) != 0 ? other : native_order();
   }
   ByteBuffer& order(ByteOrder bo) noexcept {
-    flags_ = static_cast<std::uint8_t>(bo == native_order() ? flags_ & ~swap_flag
-                                                            : flags_ | swap_flag);
+    flags_ =
+        static_cast<std::uint8_t>(bo == native_order() ? flags_ & ~swap_flag : flags_ | swap_flag);
     return *this;
   }
 

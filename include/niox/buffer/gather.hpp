@@ -69,7 +69,9 @@ class GatherBuilder {
  public:
   GatherBuilder(std::span<iovec> out, std::size_t max_bytes, std::span<std::byte> scratch = {},
                 std::size_t coalesce_max = 0) noexcept
-      : out_(out), budget_(max_bytes), scratch_(scratch),
+      : out_(out),
+        budget_(max_bytes),
+        scratch_(scratch),
         coalesce_max_(scratch.empty() ? 0 : coalesce_max) {}
 
   // Adds `piece`, trimmed to the byte budget left. Returns false when nothing more can go into

@@ -28,11 +28,13 @@ namespace niox {
 // Java's unchecked channel exceptions (programming errors, not I/O failures).
 class IllegalBlockingModeException : public std::logic_error {
  public:
-  IllegalBlockingModeException() : std::logic_error("java.nio.channels.IllegalBlockingModeException") {}
+  IllegalBlockingModeException()
+      : std::logic_error("java.nio.channels.IllegalBlockingModeException") {}
 };
 class NoConnectionPendingException : public std::logic_error {
  public:
-  NoConnectionPendingException() : std::logic_error("java.nio.channels.NoConnectionPendingException") {}
+  NoConnectionPendingException()
+      : std::logic_error("java.nio.channels.NoConnectionPendingException") {}
 };
 class ConnectionPendingException : public std::logic_error {
  public:
@@ -44,11 +46,13 @@ class AlreadyConnectedException : public std::logic_error {
 };
 class NonReadableChannelException : public std::logic_error {
  public:
-  NonReadableChannelException() : std::logic_error("java.nio.channels.NonReadableChannelException") {}
+  NonReadableChannelException()
+      : std::logic_error("java.nio.channels.NonReadableChannelException") {}
 };
 class NonWritableChannelException : public std::logic_error {
  public:
-  NonWritableChannelException() : std::logic_error("java.nio.channels.NonWritableChannelException") {}
+  NonWritableChannelException()
+      : std::logic_error("java.nio.channels.NonWritableChannelException") {}
 };
 class CancelledKeyException : public std::logic_error {
  public:

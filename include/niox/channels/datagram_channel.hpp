@@ -64,8 +64,8 @@ class DatagramChannel final : public SelectableChannel,
 
   // Connected use: read returns the datagram's bytes stored (0 for an empty datagram or when
   // none is queued), write sends one datagram.
-  using ScatteringByteChannel::read;
   using GatheringByteChannel::write;
+  using ScatteringByteChannel::read;
   std::int64_t read(ByteBuffer& dst, std::error_code& ec) override;
   std::int64_t read(std::span<ByteBuffer> dsts, std::error_code& ec) override;
   std::int64_t write(ByteBuffer& src, std::error_code& ec) override;

@@ -135,8 +135,8 @@ class FileChannel final : public virtual SeekableByteChannel,
   int release() noexcept;
 
   // ---- Relative I/O at the channel's position -------------------------------------------
-  using ScatteringByteChannel::read;
   using GatheringByteChannel::write;
+  using ScatteringByteChannel::read;
   std::int64_t read(ByteBuffer& dst, std::error_code& ec) override;
   std::int64_t read(std::span<ByteBuffer> dsts, std::error_code& ec) override;
   std::int64_t write(ByteBuffer& src, std::error_code& ec) override;
@@ -187,7 +187,8 @@ class FileChannel final : public virtual SeekableByteChannel,
   // can now (possibly 0 bytes). Errors throw (or set ec) only when nothing was moved; after a
   // partial transfer they show up on the next call.
   TransferResult transfer_to(std::uint64_t position, std::uint64_t count,
-                             WritableByteChannel& target, TransferPaths allowed = all_transfer_paths);
+                             WritableByteChannel& target,
+                             TransferPaths allowed = all_transfer_paths);
   TransferResult transfer_to(std::uint64_t position, std::uint64_t count,
                              WritableByteChannel& target, std::error_code& ec,
                              TransferPaths allowed = all_transfer_paths);

@@ -63,8 +63,7 @@ class UnixDomainSocketAddress {
   bool is_abstract() const noexcept { return !path_.empty() && path_[0] == '\0'; }
   // Filled on demand; the kernel form of path().
   socklen_t to_native(sockaddr_storage& out) const noexcept;
-  friend bool operator==(const UnixDomainSocketAddress&,
-                         const UnixDomainSocketAddress&) = default;
+  friend bool operator==(const UnixDomainSocketAddress&, const UnixDomainSocketAddress&) = default;
 
  private:
   std::string path_;
@@ -74,7 +73,7 @@ class UnixDomainSocketAddress {
 class SocketAddress {
  public:
   SocketAddress() = default;
-  SocketAddress(InetSocketAddress a) : v_(a) {}                  // NOLINT: implicit by design
+  SocketAddress(InetSocketAddress a) : v_(a) {}                   // NOLINT: implicit by design
   SocketAddress(UnixDomainSocketAddress a) : v_(std::move(a)) {}  // NOLINT
   static SocketAddress from_sockaddr(const sockaddr* sa, socklen_t len);
 
@@ -82,7 +81,9 @@ class SocketAddress {
   bool is_inet() const noexcept { return std::holds_alternative<InetSocketAddress>(v_); }
   bool is_unix() const noexcept { return !is_inet(); }
   const InetSocketAddress& inet() const { return std::get<InetSocketAddress>(v_); }
-  const UnixDomainSocketAddress& unix_domain() const { return std::get<UnixDomainSocketAddress>(v_); }
+  const UnixDomainSocketAddress& unix_domain() const {
+    return std::get<UnixDomainSocketAddress>(v_);
+  }
   // Writes the kernel form into `out` and returns its length.
   socklen_t to_native(sockaddr_storage& out) const noexcept;
   std::string to_string() const;

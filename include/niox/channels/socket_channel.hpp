@@ -63,8 +63,8 @@ class SocketChannel final : public SelectableChannel,
   std::optional<SocketAddress> local_address() const;
   std::optional<SocketAddress> remote_address() const;
 
-  using ScatteringByteChannel::read;
   using GatheringByteChannel::write;
+  using ScatteringByteChannel::read;
   std::int64_t read(ByteBuffer& dst, std::error_code& ec) override;
   std::int64_t read(std::span<ByteBuffer> dsts, std::error_code& ec) override;
   std::int64_t write(ByteBuffer& src, std::error_code& ec) override;

@@ -35,18 +35,18 @@ template <class T>
 struct SocketOption : SocketOptionInfo {};
 
 namespace StandardSocketOptions {
-extern const SocketOption<bool> tcp_nodelay;    // TCP_NODELAY
-extern const SocketOption<bool> so_reuseaddr;   // SO_REUSEADDR
-extern const SocketOption<bool> so_reuseport;   // SO_REUSEPORT
-extern const SocketOption<bool> so_keepalive;   // SO_KEEPALIVE
-extern const SocketOption<bool> so_broadcast;   // SO_BROADCAST
-extern const SocketOption<int> so_sndbuf;       // SO_SNDBUF: the kernel doubles what is set
-extern const SocketOption<int> so_rcvbuf;       // SO_RCVBUF: likewise
+extern const SocketOption<bool> tcp_nodelay;   // TCP_NODELAY
+extern const SocketOption<bool> so_reuseaddr;  // SO_REUSEADDR
+extern const SocketOption<bool> so_reuseport;  // SO_REUSEPORT
+extern const SocketOption<bool> so_keepalive;  // SO_KEEPALIVE
+extern const SocketOption<bool> so_broadcast;  // SO_BROADCAST
+extern const SocketOption<int> so_sndbuf;      // SO_SNDBUF: the kernel doubles what is set
+extern const SocketOption<int> so_rcvbuf;      // SO_RCVBUF: likewise
 // SO_LINGER in seconds; negative disables it (Java's convention). 0 makes close() send a RST.
 extern const SocketOption<int> so_linger;
-extern const SocketOption<int> ip_tos;          // IP_TOS
+extern const SocketOption<int> ip_tos;  // IP_TOS
 // Not in Java's list:
-extern const SocketOption<bool> ipv6_v6only;    // IPV6_V6ONLY
+extern const SocketOption<bool> ipv6_v6only;  // IPV6_V6ONLY
 // TCP_NOTSENT_LOWAT: unsent bytes the kernel keeps before it stops taking more.
 extern const SocketOption<int> tcp_notsent_lowat;
 // TCP_CORK; clearing it also pushes a partial segment that MSG_MORE held back.

@@ -119,25 +119,36 @@ struct Completion {
 using CompletionFn = UniqueFunction<void(Completion&), 64>;
 
 enum class OpKind : std::uint8_t {
-  read, write, accept, accept_multishot, connect, recvmsg, sendmsg, poll,
-  read_at, write_at, splice, transfer_to, timer,
+  read,
+  write,
+  accept,
+  accept_multishot,
+  connect,
+  recvmsg,
+  sendmsg,
+  poll,
+  read_at,
+  write_at,
+  splice,
+  transfer_to,
+  timer,
 };
 
 // Everything an operation needs besides its handler.
 struct OpArgs {
   OpKind kind;
   int fd = -1;
-  int fd_out = -1;                      // splice, transfer_to
-  std::int64_t offset = -1;             // read_at/write_at/transfer_to; splice: offset in
-  std::int64_t offset_out = -1;         // splice: offset out
-  std::size_t length = 0;               // splice / transfer_to byte count
-  int events = 0;                       // poll mask
-  ByteBuffer* single = nullptr;         // one buffer, moved into the operation
-  std::span<const ByteBuffer> many{};   // many buffers, copied (shared memory) into it
+  int fd_out = -1;                         // splice, transfer_to
+  std::int64_t offset = -1;                // read_at/write_at/transfer_to; splice: offset in
+  std::int64_t offset_out = -1;            // splice: offset out
+  std::size_t length = 0;                  // splice / transfer_to byte count
+  int events = 0;                          // poll mask
+  ByteBuffer* single = nullptr;            // one buffer, moved into the operation
+  std::span<const ByteBuffer> many{};      // many buffers, copied (shared memory) into it
   const SocketAddress* address = nullptr;  // connect, sendmsg destination
-  std::chrono::nanoseconds delay{};     // timers
-  std::chrono::nanoseconds period{};    // periodic timers (0 = one-shot)
-  bool more = false;                    // write on a socket: MSG_MORE
+  std::chrono::nanoseconds delay{};        // timers
+  std::chrono::nanoseconds period{};       // periodic timers (0 = one-shot)
+  bool more = false;                       // write on a socket: MSG_MORE
 };
 }  // namespace detail
 
@@ -266,7 +277,8 @@ class EventLoop final : public Executor {
       SocketAddress from;
       if (c.peer && c.peer_len > sizeof(sa_family_t)) {
         try {
-          from = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(c.peer), c.peer_len);
+          from =
+              SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(c.peer), c.peer_len);
         } catch (const std::exception&) {
           // An address niox cannot name (unnamed or unusual family): the handler still runs.
         }
@@ -289,15 +301,15 @@ class EventLoop final : public Executor {
   OperationHandle poll(int fd, int events, H&& handler) {
     detail::OpArgs a{detail::OpKind::poll, fd};
     a.events = events;
-    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
-      h(c.ec, c.value);
-    });
+    return start(
+        a, [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.value); });
   }
 
   // ---- Files -----------------------------------------------------------------------------
   // preadv at `offset` (does not move the file position); handler(ec, n, span). n == 0 at EOF.
   template <class H>
-  OperationHandle read_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs, H&& handler) {
+  OperationHandle read_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs,
+                          H&& handler) {
     detail::OpArgs a{detail::OpKind::read_at, fd};
     a.offset = offset;
     a.many = bufs;
@@ -305,7 +317,8 @@ class EventLoop final : public Executor {
   }
   // pwritev of every remaining byte at `offset`; handler(ec, n, span).
   template <class H>
-  OperationHandle write_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs, H&& handler) {
+  OperationHandle write_at(int fd, std::int64_t offset, std::span<const ByteBuffer> bufs,
+                           H&& handler) {
     detail::OpArgs a{detail::OpKind::write_at, fd};
     a.offset = offset;
     a.many = bufs;
@@ -371,7 +384,8 @@ class EventLoop final : public Executor {
 
  private:
   template <class H>
-  OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler, bool more = false) {
+  OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
+                               bool more = false) {
     detail::OpArgs a{kind, fd};
     a.single = &buf;
     a.more = more;

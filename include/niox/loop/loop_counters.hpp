@@ -13,8 +13,8 @@ struct LoopCounters {
   // Syscalls that entered the kernel to submit or wait (io_uring_enter, epoll_wait) plus the
   // I/O syscalls the epoll backend made itself (read, writev, accept4, ...).
   std::uint64_t kernel_entries = 0;
-  std::uint64_t ops_submitted = 0;   // operations handed to the backend (each resubmission too)
-  std::uint64_t ops_completed = 0;   // completion handlers run
+  std::uint64_t ops_submitted = 0;  // operations handed to the backend (each resubmission too)
+  std::uint64_t ops_completed = 0;  // completion handlers run
   std::uint64_t bytes_read = 0;
   std::uint64_t bytes_written = 0;
   std::uint64_t gathering_writes = 0;  // write attempts with more than one buffer

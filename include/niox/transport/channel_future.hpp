@@ -173,7 +173,9 @@ class ChannelFuture::Awaiter {
 inline ChannelFuture::Awaiter ChannelFuture::operator co_await() const noexcept {
   return Awaiter(*this, true);
 }
-inline ChannelFuture::Awaiter ChannelFuture::outcome() const noexcept { return Awaiter(*this, false); }
+inline ChannelFuture::Awaiter ChannelFuture::outcome() const noexcept {
+  return Awaiter(*this, false);
+}
 
 class ChannelPromise : public ChannelFuture {
  public:

@@ -71,7 +71,8 @@ namespace channel_option {
 // sender's data in its outbound buffer or file until the peer's window opens, so it leaves
 // from the channel's own loop instead of waiting in the kernel for the peer's acknowledgements
 // to send it (which on loopback means on the receiver's core). TCP sockets only.
-inline constexpr const SocketOption<int>& tcp_notsent_lowat = StandardSocketOptions::tcp_notsent_lowat;
+inline constexpr const SocketOption<int>& tcp_notsent_lowat =
+    StandardSocketOptions::tcp_notsent_lowat;
 inline constexpr const SocketOption<bool>& tcp_nodelay = StandardSocketOptions::tcp_nodelay;
 inline constexpr const SocketOption<bool>& so_reuseaddr = StandardSocketOptions::so_reuseaddr;
 inline constexpr const SocketOption<bool>& so_keepalive = StandardSocketOptions::so_keepalive;

@@ -133,7 +133,8 @@ class ChannelPipeline {
 
   ChannelHandlerContext* find(std::string_view name) const noexcept;
   // `ctx` if it is still one of this pipeline's user contexts (the same one: `serial` matches).
-  ChannelHandlerContext* find_live(const ChannelHandlerContext* ctx, std::uint64_t serial) const noexcept;
+  ChannelHandlerContext* find_live(const ChannelHandlerContext* ctx,
+                                   std::uint64_t serial) const noexcept;
   ChannelHandlerContext& get_context_or_throw(std::string_view name) const;
   std::string checked_name(std::string name);
   void insert_after(ChannelHandlerContext* prev, std::unique_ptr<ChannelHandlerContext> ctx);

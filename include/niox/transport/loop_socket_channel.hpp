@@ -150,8 +150,8 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
-  bool writing_ = false;          // a write or transfer is in the kernel
-  bool more_held_ = false;        // the last write went with MSG_MORE: its tail may wait for a push
+  bool writing_ = false;    // a write or transfer is in the kernel
+  bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connecting_ = false;
   bool connect_timed_out_ = false;

@@ -11,7 +11,9 @@ namespace {
 
 constexpr int accept_flags = SOCK_NONBLOCK | SOCK_CLOEXEC;
 
-void accept_sqe(io_uring_sqe& sqe, Operation& op) { io_uring_prep_accept(&sqe, op.fd, nullptr, nullptr, accept_flags); }
+void accept_sqe(io_uring_sqe& sqe, Operation& op) {
+  io_uring_prep_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
+}
 
 long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, accept_flags); }
 
@@ -41,33 +43,42 @@ void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
 
 }  // namespace
 
-const OpFamily accept_family{
-    .lane = Lane::accept, .wait_for = wait_in, .edge = edge_in, .sqe = accept_sqe, .attempt = accept_attempt,
-    .result = [](LoopCore& core, Operation& op, long res, bool) {
-      if (res >= 0 && op.state == OpState::cancelling) {
-        ::close(static_cast<int>(res));  // nobody will take it
-        res = -ECANCELED;
-      }
-      op.value = res >= 0 ? static_cast<int>(res) : -1;
-      finish_with(core, op, res);
-    }};
+const OpFamily accept_family{.lane = Lane::accept,
+                             .wait_for = wait_in,
+                             .edge = edge_in,
+                             .sqe = accept_sqe,
+                             .attempt = accept_attempt,
+                             .result = [](LoopCore& core, Operation& op, long res, bool) {
+                               if (res >= 0 && op.state == OpState::cancelling) {
+                                 ::close(static_cast<int>(res));  // nobody will take it
+                                 res = -ECANCELED;
+                               }
+                               op.value = res >= 0 ? static_cast<int>(res) : -1;
+                               finish_with(core, op, res);
+                             }};
 
-const OpFamily accept_multishot_family{
-    .lane = Lane::accept, .multishot = true, .wait_for = wait_in, .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op) {
-      io_uring_prep_multishot_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
-    },
-    .attempt = accept_attempt, .result = multishot_result,
-    .interim = [](LoopCore& core, Operation& op) {
-      std::size_t n = 0;
-      Completion c;
-      for (; n < op.accepted.size(); ++n) {
-        c = Completion{};
-        c.value = op.accepted[n];
-        core.hand(op, c);
-      }
-      op.accepted.clear();
-      return n;
-    }};
+const OpFamily accept_multishot_family{.lane = Lane::accept,
+                                       .multishot = true,
+                                       .wait_for = wait_in,
+                                       .edge = edge_in,
+                                       .sqe =
+                                           [](io_uring_sqe& sqe, Operation& op) {
+                                             io_uring_prep_multishot_accept(&sqe, op.fd, nullptr,
+                                                                            nullptr, accept_flags);
+                                           },
+                                       .attempt = accept_attempt,
+                                       .result = multishot_result,
+                                       .interim =
+                                           [](LoopCore& core, Operation& op) {
+                                             std::size_t n = 0;
+                                             Completion c;
+                                             for (; n < op.accepted.size(); ++n) {
+                                               c = Completion{};
+                                               c.value = op.accepted[n];
+                                               core.hand(op, c);
+                                             }
+                                             op.accepted.clear();
+                                             return n;
+                                           }};
 
 }  // namespace niox::detail

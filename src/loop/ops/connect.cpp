@@ -9,13 +9,16 @@ const OpFamily connect_family{
     .wait_for = wait_out,
     // Until ::connect was issued there is no edge to wait for: the first attempt issues it.
     .edge = [](const Operation& op) { return op.connect_started ? POLLOUT : 0; },
-    .sqe = [](io_uring_sqe& sqe, Operation& op) {
-      io_uring_prep_connect(&sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen);
-    },
+    .sqe =
+        [](io_uring_sqe& sqe, Operation& op) {
+          io_uring_prep_connect(&sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr),
+                                op.addrlen);
+        },
     .attempt = [](Operation& op) -> long {
       if (!op.connect_started) {
         op.connect_started = true;
-        if (::connect(op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen) == 0) return 0;
+        if (::connect(op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen) == 0)
+          return 0;
         if (errno == EINPROGRESS) errno = EAGAIN;
         return -1;
       }

@@ -47,13 +47,14 @@ struct OpFamily {
 };
 
 extern const OpFamily read_family, write_family, accept_family, accept_multishot_family,
-    connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family,
-    write_at_family, splice_family, transfer_family, timer_family;
+    connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family, write_at_family,
+    splice_family, transfer_family, timer_family;
 
 inline const OpFamily& family_of(OpKind kind) noexcept {
-  static constexpr const OpFamily* by_kind[] = {  // OpKind's order
-      &read_family,    &write_family,    &accept_family,  &accept_multishot_family, &connect_family,
-      &recvmsg_family, &sendmsg_family,  &poll_family,    &read_at_family,          &write_at_family,
+  static constexpr const OpFamily* by_kind[] = {
+      // OpKind's order
+      &read_family,    &write_family,    &accept_family, &accept_multishot_family, &connect_family,
+      &recvmsg_family, &sendmsg_family,  &poll_family,   &read_at_family,          &write_at_family,
       &splice_family,  &transfer_family, &timer_family,
   };
   return *by_kind[static_cast<std::size_t>(kind)];
@@ -95,7 +96,8 @@ inline bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
   std::size_t want = std::min(op.bufs.size(), max_iovecs_per_call);
   if (op.iov.size() < want) op.iov.resize(want);
   std::span<iovec> out(op.iov.data(), want);
-  op.iovcnt = static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
+  op.iovcnt =
+      static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
   if (!reading && op.iovcnt > 1) {
     AtomicCounters::add(core.stats().gathering_writes, 1);
     AtomicCounters::add(core.stats().gathered_buffers, op.iovcnt);

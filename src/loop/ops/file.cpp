@@ -10,24 +10,29 @@ namespace {
 template <bool Reading>
 constexpr OpFamily at_offset() {
   return {
-      .fills_buffers = Reading, .keeps_blocking = true,
+      .fills_buffers = Reading,
+      .keeps_blocking = true,
       .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, Reading); },
       .wait_for = Reading ? wait_in : wait_out,
-      .sqe = [](io_uring_sqe& sqe, Operation& op) {
-        auto offset = static_cast<std::uint64_t>(op.offset);
-        if (Reading) io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
-        else io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
-      },
+      .sqe =
+          [](io_uring_sqe& sqe, Operation& op) {
+            auto offset = static_cast<std::uint64_t>(op.offset);
+            if (Reading)
+              io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
+            else
+              io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
+          },
       .attempt = [](Operation& op) -> long {
         return Reading ? ::preadv(op.fd, op.iov.data(), op.iovcnt, op.offset)
                        : ::pwritev(op.fd, op.iov.data(), op.iovcnt, op.offset);
       },
-      .result = [](LoopCore& core, Operation& op, long res, bool) {
-        advance_by(core, op, res, Reading);
-        if (Reading) return finish_with(core, op, res);
-        if (res > 0) op.offset += res;
-        write_rest(core, op, res);
-      }};
+      .result =
+          [](LoopCore& core, Operation& op, long res, bool) {
+            advance_by(core, op, res, Reading);
+            if (Reading) return finish_with(core, op, res);
+            if (res > 0) op.offset += res;
+            write_rest(core, op, res);
+          }};
 }
 
 }  // namespace

@@ -7,64 +7,81 @@
 
 namespace niox::detail {
 
-const OpFamily read_family{
-    .lane = Lane::read, .fills_buffers = true,
-    .prepare = [](LoopCore& core, Operation& op) {
-      if (!prepare_iovecs(core, op, true)) return false;
-      op.length = 0;
-      for (int i = 0; i < op.iovcnt; ++i) op.length += op.iov[i].iov_len;
-      const bool* drained = core.read_drained(op);
-      op.poll_first = op.fd_is_socket && drained && *drained;
-      return true;
-    },
-    .wait_for = wait_in, .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op) {
-      const iovec& v = op.iov[0];
-      if (op.fd_is_socket && op.iovcnt == 1) {
-        io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
-        // The previous read drained the socket: arm the poll at once instead of a recv attempt
-        // that would only find EAGAIN.
-        if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
-      } else if (op.iovcnt == 1) {
-        io_uring_prep_read(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
-      } else {
-        io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
-      }
-    },
-    .attempt = [](Operation& op) -> long {
-      const iovec& v = op.iov[0];
-      if (op.iovcnt > 1) return ::readv(op.fd, op.iov.data(), op.iovcnt);
-      return op.fd_is_socket ? ::recv(op.fd, v.iov_base, v.iov_len, 0) : ::read(op.fd, v.iov_base, v.iov_len);
-    },
-    .result = [](LoopCore& core, Operation& op, long res, bool) {
-      advance_by(core, op, res, true);
-      bool* drained = core.read_drained(op);
-      if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < op.length;
-      finish_with(core, op, res);
-    }};
+const OpFamily read_family{.lane = Lane::read,
+                           .fills_buffers = true,
+                           .prepare =
+                               [](LoopCore& core, Operation& op) {
+                                 if (!prepare_iovecs(core, op, true)) return false;
+                                 op.length = 0;
+                                 for (int i = 0; i < op.iovcnt; ++i) op.length += op.iov[i].iov_len;
+                                 const bool* drained = core.read_drained(op);
+                                 op.poll_first = op.fd_is_socket && drained && *drained;
+                                 return true;
+                               },
+                           .wait_for = wait_in,
+                           .edge = edge_in,
+                           .sqe =
+                               [](io_uring_sqe& sqe, Operation& op) {
+                                 const iovec& v = op.iov[0];
+                                 if (op.fd_is_socket && op.iovcnt == 1) {
+                                   io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
+                                   // The previous read drained the socket: arm the poll at once instead of a recv attempt
+                                   // that would only find EAGAIN.
+                                   if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
+                                 } else if (op.iovcnt == 1) {
+                                   io_uring_prep_read(&sqe, op.fd, v.iov_base,
+                                                      static_cast<unsigned>(v.iov_len), no_offset);
+                                 } else {
+                                   io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt,
+                                                       no_offset);
+                                 }
+                               },
+                           .attempt = [](Operation& op) -> long {
+                             const iovec& v = op.iov[0];
+                             if (op.iovcnt > 1) return ::readv(op.fd, op.iov.data(), op.iovcnt);
+                             return op.fd_is_socket ? ::recv(op.fd, v.iov_base, v.iov_len, 0)
+                                                    : ::read(op.fd, v.iov_base, v.iov_len);
+                           },
+                           .result =
+                               [](LoopCore& core, Operation& op, long res, bool) {
+                                 advance_by(core, op, res, true);
+                                 bool* drained = core.read_drained(op);
+                                 if (drained && res >= 0)
+                                   *drained = static_cast<std::size_t>(res) < op.length;
+                                 finish_with(core, op, res);
+                               }};
 
 const OpFamily write_family{
     .lane = Lane::write,
     .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, false); },
-    .wait_for = wait_out, .edge = edge_out,
-    .sqe = [](io_uring_sqe& sqe, Operation& op) {
-      const iovec& v = op.iov[0];
-      const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
-      if (op.fd_is_socket && op.iovcnt == 1) io_uring_prep_send(&sqe, op.fd, v.iov_base, v.iov_len, send_flags);
-      else if (op.fd_is_socket) io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, send_flags);
-      else if (op.iovcnt == 1) io_uring_prep_write(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len), no_offset);
-      else io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
-    },
+    .wait_for = wait_out,
+    .edge = edge_out,
+    .sqe =
+        [](io_uring_sqe& sqe, Operation& op) {
+          const iovec& v = op.iov[0];
+          const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
+          if (op.fd_is_socket && op.iovcnt == 1)
+            io_uring_prep_send(&sqe, op.fd, v.iov_base, v.iov_len, send_flags);
+          else if (op.fd_is_socket)
+            io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, send_flags);
+          else if (op.iovcnt == 1)
+            io_uring_prep_write(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len),
+                                no_offset);
+          else
+            io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
+        },
     .attempt = [](Operation& op) -> long {
       const int flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
       const iovec& v = op.iov[0];
       if (op.fd_is_socket && op.iovcnt > 1) return ::sendmsg(op.fd, &op.msg, flags);
       if (op.fd_is_socket) return ::send(op.fd, v.iov_base, v.iov_len, flags);
-      return op.iovcnt == 1 ? ::write(op.fd, v.iov_base, v.iov_len) : ::writev(op.fd, op.iov.data(), op.iovcnt);
+      return op.iovcnt == 1 ? ::write(op.fd, v.iov_base, v.iov_len)
+                            : ::writev(op.fd, op.iov.data(), op.iovcnt);
     },
-    .result = [](LoopCore& core, Operation& op, long res, bool) {
-      advance_by(core, op, res, false);
-      write_rest(core, op, res);
-    }};
+    .result =
+        [](LoopCore& core, Operation& op, long res, bool) {
+          advance_by(core, op, res, false);
+          write_rest(core, op, res);
+        }};
 
 }  // namespace niox::detail

@@ -19,8 +19,7 @@ LengthFieldBasedFrameDecoder::LengthFieldBasedFrameDecoder(const Options& option
     case 2:
     case 3:
     case 4:
-    case 8:
-      break;
+    case 8: break;
     default:
       throw IllegalArgumentException(fmt::format(
           "length_field_length must be either 1, 2, 3, 4, or 8: {}", o_.length_field_length));

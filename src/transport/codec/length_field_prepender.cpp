@@ -17,8 +17,7 @@ LengthFieldPrepender::LengthFieldPrepender(int length_field_length, std::int64_t
     case 2:
     case 3:
     case 4:
-    case 8:
-      break;
+    case 8: break;
     default:
       throw IllegalArgumentException(fmt::format(
           "length_field_length must be either 1, 2, 3, 4, or 8: {}", length_field_length));

@@ -95,20 +95,22 @@ class UniqueFunction<R(Args...), InlineBytes> {
   }
 
   template <class D>
-  static constexpr VTable inline_table{
-      [](void* s, Args&&... a) -> R { return std::invoke(*static_cast<D*>(s), std::forward<Args>(a)...); },
-      [](void* from, void* to) noexcept {
-        ::new (to) D(std::move(*static_cast<D*>(from)));
-        static_cast<D*>(from)->~D();
-      },
-      [](void* s) noexcept { static_cast<D*>(s)->~D(); },
-      true};
+  static constexpr VTable inline_table{[](void* s, Args&&... a) -> R {
+                                         return std::invoke(*static_cast<D*>(s),
+                                                            std::forward<Args>(a)...);
+                                       },
+                                       [](void* from, void* to) noexcept {
+                                         ::new (to) D(std::move(*static_cast<D*>(from)));
+                                         static_cast<D*>(from)->~D();
+                                       },
+                                       [](void* s) noexcept { static_cast<D*>(s)->~D(); }, true};
   template <class D>
   static constexpr VTable heap_table{
-      [](void* s, Args&&... a) -> R { return std::invoke(**static_cast<D**>(s), std::forward<Args>(a)...); },
+      [](void* s, Args&&... a) -> R {
+        return std::invoke(**static_cast<D**>(s), std::forward<Args>(a)...);
+      },
       [](void* from, void* to) noexcept { *static_cast<D**>(to) = *static_cast<D**>(from); },
-      [](void* s) noexcept { delete *static_cast<D**>(s); },
-      false};
+      [](void* s) noexcept { delete *static_cast<D**>(s); }, false};
 
   Storage storage_;
   const VTable* vt_ = nullptr;
