@@ -4,6 +4,7 @@
 #include <niox/loop/event_loop.hpp>
 
 #include "support/backends.hpp"
+#include "support/counting_new.hpp"
 #include "support/loop_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -12,23 +13,11 @@
 #include <memory>
 #include <new>
 
-namespace {
-thread_local bool counting = false;
-thread_local std::size_t allocations = 0;
-}  // namespace
-
-// Counting replacements (this test binary only); they forward to malloc/free.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  if (counting) ++allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
 namespace niox {
 namespace {
+
+using test::allocations;
+using test::counting;
 
 using namespace std::chrono_literals;
 

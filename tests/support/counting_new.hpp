@@ -1,0 +1,23 @@
+// A counting replacement of operator new, for the steady-state allocation tests: while
+// `counting` is set on a thread, every operator new on that thread adds one to `allocations`.
+// The replacement forwards to malloc/free. It defines the replaceable global functions, so it
+// is included by exactly one source file of a test binary.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+namespace niox::test {
+inline thread_local bool counting = false;
+inline thread_local std::size_t allocations = 0;
+}  // namespace niox::test
+
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  if (niox::test::counting) ++niox::test::allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
