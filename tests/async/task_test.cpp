@@ -8,6 +8,7 @@
 #include <niox/loop/event_loop_group.hpp>
 
 #include "support/backends.hpp"
+#define NIOX_TEST_DEFINE_COUNTING_NEW
 #include "support/counting_new.hpp"
 
 #include <gtest/gtest.h>

@@ -4,6 +4,7 @@
 #include <niox/loop/event_loop.hpp>
 
 #include "support/backends.hpp"
+#define NIOX_TEST_DEFINE_COUNTING_NEW
 #include "support/counting_new.hpp"
 #include "support/loop_sockets.hpp"
 

@@ -1,0 +1,243 @@
+// AsynchronousSocketChannel and AsynchronousServerSocketChannel: Java NIO.2's asynchronous
+// stream sockets (TCP over IPv4/IPv6, or Unix-domain), whose operations you co_await.
+//
+//   Task<void> echo(AsynchronousSocketChannel ch) {
+//     ByteBuffer buf = ByteBuffer::allocate(4096);
+//     while (co_await ch.read(buf) >= 0) {   // -1: end of stream
+//       buf.flip();
+//       co_await ch.write(buf);              // every remaining byte
+//       buf.clear();
+//     }
+//   }
+//   auto server = AsynchronousServerSocketChannel::open(loop);
+//   server.bind(InetSocketAddress::loopback_v4(0));
+//   for (;;) group.spawn(echo(co_await server.accept()));
+//
+// A channel belongs to one EventLoop: its operations run there, and the coroutine continues on
+// that loop's thread after each co_await (awaited from another thread, it moves there). At
+// most one read and one write may be outstanding at a time, as in Java (more are queued in
+// order by the loop). Errors: every operation throws std::system_error, or, given a
+// std::error_code&, sets it and returns what was moved before the error. A stop request on the
+// awaiting task's std::stop_token (niox/async/task.hpp) cancels the kernel operation from any
+// thread; it then ends with operation_aborted. Destroying a suspended coroutine cancels what it
+// waits on.
+//
+// Buffers: the operation holds a copy of each ByteBuffer (sharing its memory) until the kernel
+// has let go of it, also after a cancel or the coroutine's destruction; the caller's buffers'
+// positions advance by exactly the bytes moved, when the co_await returns. Memory from
+// ByteBuffer::wrap() is the caller's to keep alive until the operation has ended.
+//
+// Descriptors: a channel owns its socket (a FileDescriptor) and closes it through its loop:
+// close() on the loop thread, or the destructor from any thread (it hands the close to the
+// loop, or closes directly once the loop is gone).
+#pragma once
+
+#include <niox/async/detail/loop_operation.hpp>
+#include <niox/async/task.hpp>
+#include <niox/base/file_descriptor.hpp>
+#include <niox/buffer/byte_buffer.hpp>
+#include <niox/buffer/gather.hpp>
+#include <niox/channels/socket_address.hpp>
+#include <niox/channels/socket_options.hpp>
+#include <niox/loop/event_loop.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <system_error>
+
+namespace niox {
+
+class AsynchronousServerSocketChannel;
+
+class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketChannel> {
+ private:
+  // The operations, defined first: the public members below return their awaitables.
+  auto connect_op(const SocketAddress& remote, std::error_code* ec) {
+    return detail::loop_operation<void>(
+        *loop_, "connect", ec,
+        [fd = fd_.get(), remote](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.connect(fd, remote, [st](std::error_code e) { st->complete(e, 0); });
+        },
+        [](detail::LoopOpState&) {});
+  }
+  auto read_op(ByteBuffer& dst, std::error_code* ec) {
+    return detail::loop_operation<std::int64_t>(
+        *loop_, "read", ec,
+        [fd = fd_.get(), buf = dst](EventLoop& loop,
+                                    const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.read(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
+            st->complete(e, n);
+          });
+        },
+        [&dst, empty = !dst.has_remaining()](detail::LoopOpState& s) -> std::int64_t {
+          dst.position(dst.position() + s.n);
+          return (s.n == 0 && !s.ec && !empty) ? -1 : static_cast<std::int64_t>(s.n);
+        });
+  }
+  auto read_op(std::span<ByteBuffer> dsts, std::error_code* ec) {
+    return detail::loop_operation<std::int64_t>(
+        *loop_, "read", ec,
+        [fd = fd_.get(), dsts](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.read(fd, std::span<const ByteBuffer>(dsts.data(), dsts.size()),
+                           [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
+                             st->complete(e, n);
+                           });
+        },
+        [dsts, empty = remaining(dsts) == 0](detail::LoopOpState& s) -> std::int64_t {
+          advance(dsts, s.n);
+          return (s.n == 0 && !s.ec && !empty) ? -1 : static_cast<std::int64_t>(s.n);
+        });
+  }
+  auto write_op(ByteBuffer& src, std::error_code* ec) {
+    return detail::loop_operation<std::size_t>(
+        *loop_, "write", ec,
+        [fd = fd_.get(), buf = src](EventLoop& loop,
+                                    const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.write(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
+            st->complete(e, n);
+          });
+        },
+        [&src](detail::LoopOpState& s) {
+          src.position(src.position() + s.n);
+          return s.n;
+        });
+  }
+  auto write_op(std::span<ByteBuffer> srcs, std::error_code* ec) {
+    return detail::loop_operation<std::size_t>(
+        *loop_, "write", ec,
+        [fd = fd_.get(), srcs](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.write(fd, std::span<const ByteBuffer>(srcs.data(), srcs.size()),
+                            [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
+                              st->complete(e, n);
+                            });
+        },
+        [srcs](detail::LoopOpState& s) {
+          advance(srcs, s.n);
+          return s.n;
+        });
+  }
+  static std::size_t remaining(std::span<ByteBuffer> bufs) noexcept {
+    std::size_t n = 0;
+    for (const ByteBuffer& b : bufs) n += b.remaining();
+    return n;
+  }
+
+
+ public:
+  // An unconnected non-blocking socket of `family` on `loop`. Throws std::system_error.
+  static AsynchronousSocketChannel open(EventLoop& loop,
+                                        ProtocolFamily family = ProtocolFamily::inet);
+  // Adopts a connected or unconnected stream socket (made non-blocking).
+  static AsynchronousSocketChannel adopt(EventLoop& loop, FileDescriptor fd);
+
+  AsynchronousSocketChannel(AsynchronousSocketChannel&& other) noexcept = default;
+  AsynchronousSocketChannel& operator=(AsynchronousSocketChannel&& other) noexcept;
+  AsynchronousSocketChannel(const AsynchronousSocketChannel&) = delete;
+  AsynchronousSocketChannel& operator=(const AsynchronousSocketChannel&) = delete;
+  ~AsynchronousSocketChannel();
+
+  EventLoop& loop() const noexcept { return *loop_; }
+  bool is_open() const noexcept { return fd_.valid(); }
+  int native_handle() const noexcept { return fd_.get(); }
+
+  AsynchronousSocketChannel& bind(const SocketAddress& local);
+
+  // co_await connect(remote): connected, or throws (sets ec). The socket must match remote's
+  // family (open it with that family).
+  auto connect(const SocketAddress& remote) { return connect_op(remote, nullptr); }
+  auto connect(const SocketAddress& remote, std::error_code& ec) { return connect_op(remote, &ec); }
+
+  // co_await read(dst): the bytes read into dst's [position, limit) (as soon as some arrived;
+  // fewer than remaining is normal), 0 if dst has no room, -1 at end of stream.
+  auto read(ByteBuffer& dst) { return read_op(dst, nullptr); }
+  auto read(ByteBuffer& dst, std::error_code& ec) { return read_op(dst, &ec); }
+  // Scattering: fills the buffers in order (one readv).
+  auto read(std::span<ByteBuffer> dsts) { return read_op(dsts, nullptr); }
+  auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return read_op(dsts, &ec); }
+
+  // co_await write(src): writes every remaining byte (the loop resubmits short writes) and
+  // returns their count; with ec, the bytes written before an error.
+  auto write(ByteBuffer& src) { return write_op(src, nullptr); }
+  auto write(ByteBuffer& src, std::error_code& ec) { return write_op(src, &ec); }
+  // Gathering: every remaining byte of the buffers, in order (writev).
+  auto write(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
+  auto write(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
+  // The same operation under the name Asio users look for: write() never returns short.
+  auto write_all(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
+  auto write_all(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
+
+  // Half-close: reads then return -1 / the peer sees end of stream. Throws std::system_error.
+  AsynchronousSocketChannel& shutdown_input();
+  AsynchronousSocketChannel& shutdown_output();
+
+  std::optional<SocketAddress> local_address() const;
+  std::optional<SocketAddress> remote_address() const;
+
+  // Aborts what is outstanding (those co_awaits end with operation_aborted) and closes the
+  // socket through the loop. Loop thread only; a closed channel ignores it.
+  void close();
+
+ private:
+  friend class AsynchronousServerSocketChannel;
+  AsynchronousSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept;
+
+  EventLoop* loop_;
+  std::shared_ptr<detail::ExecutorLink> link_;  // null once moved from
+  FileDescriptor fd_;
+};
+
+class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousServerSocketChannel> {
+ private:
+  auto accept_op(std::error_code* ec) {
+    return detail::loop_operation<AsynchronousSocketChannel>(
+        *loop_, "accept", ec,
+        [fd = fd_.get()](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.accept(fd, [st](std::error_code e, int conn) {
+            st->fd.reset(conn);  // closed with the state when nobody takes it
+            st->complete(e, 0);
+          });
+        },
+        [loop = loop_](detail::LoopOpState& s) {
+          return AsynchronousSocketChannel(*loop, std::move(s.fd));
+        });
+  }
+
+
+ public:
+  // A listening socket of `family` on `loop` once bound; SO_REUSEADDR is set, as every server
+  // wants it. Throws std::system_error.
+  static AsynchronousServerSocketChannel open(EventLoop& loop,
+                                              ProtocolFamily family = ProtocolFamily::inet);
+
+  AsynchronousServerSocketChannel(AsynchronousServerSocketChannel&&) noexcept = default;
+  AsynchronousServerSocketChannel& operator=(AsynchronousServerSocketChannel&&) noexcept;
+  ~AsynchronousServerSocketChannel();
+
+  EventLoop& loop() const noexcept { return *loop_; }
+  bool is_open() const noexcept { return fd_.valid(); }
+  int native_handle() const noexcept { return fd_.get(); }
+
+  // Binds and listens; backlog <= 0 means SOMAXCONN. Port 0 picks a free port.
+  AsynchronousServerSocketChannel& bind(const SocketAddress& local, int backlog = 0);
+  std::optional<SocketAddress> local_address() const;
+
+  // co_await accept(): the next connection, on this channel's loop. EMFILE and the like throw
+  // (set ec) and leave this channel listening.
+  auto accept() { return accept_op(nullptr); }
+  auto accept(std::error_code& ec) { return accept_op(&ec); }
+
+  // Aborts a pending accept (it ends with operation_aborted) and closes the socket through the
+  // loop. Loop thread only.
+  void close();
+
+ private:
+  AsynchronousServerSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept;
+
+  EventLoop* loop_;
+  std::shared_ptr<detail::ExecutorLink> link_;  // null once moved from
+  FileDescriptor fd_;
+};
+
+}  // namespace niox

@@ -1,0 +1,168 @@
+// Private: the one awaitable behind every asynchronous channel operation. It starts a loop
+// operation when the coroutine suspends and resumes the coroutine from the operation's
+// handler.
+//
+//   coroutine ── co_await ──> await_suspend: start on the loop (or hand the start to it)
+//       ^                                  │ handler(ec, n) on the loop thread
+//       └──── resume_soon ── claim ───────┘
+//   stop request (any thread) ── execute ──> loop.cancel(op) ──> handler(operation_aborted)
+//   frame destroyed while suspended ── claim ──> cancel; the late handler finds it claimed
+//
+// The State is shared by the awaitable, the handler and the stop callback, and comes from the
+// block cache (no heap once warm). Whoever claims it first decides: the handler resumes the
+// coroutine, the destructor only cancels. The operation holds its own copies of the buffers
+// (ByteBuffer copies share memory), so the memory stays alive until the kernel has let go of
+// it even when the frame is gone.
+#pragma once
+
+#include <niox/async/task.hpp>
+#include <niox/base/file_descriptor.hpp>
+#include <niox/buffer/buffer_pool.hpp>
+#include <niox/loop/errors.hpp>
+#include <niox/loop/event_loop.hpp>
+#include <niox/loop/executor.hpp>
+
+#include <atomic>
+#include <coroutine>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace niox::detail {
+
+struct LoopOpState {
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> cancelled{false};  // a cancel was asked for, maybe before the start ran
+  std::coroutine_handle<> h;
+  EventLoop* loop = nullptr;
+  std::shared_ptr<ExecutorLink> link;  // outlives the loop: a late stop request finds it gone
+  OperationHandle op;    // loop thread only
+  bool finished = false;  // loop thread only: the handler ran
+  std::error_code ec;
+  std::size_t n = 0;
+  FileDescriptor fd;  // accept: the new connection
+
+  // From the operation's handler, on the loop thread.
+  void complete(std::error_code e, std::size_t count) noexcept {
+    finished = true;
+    ec = e;
+    n = count;
+    if (!claimed.exchange(true, std::memory_order_acq_rel)) resume_soon(h);
+  }
+  // Cancels the operation from any thread (a no-op once it finished or the loop is gone).
+  static void cancel(const std::shared_ptr<LoopOpState>& st) noexcept {
+    st->cancelled.store(true, std::memory_order_release);
+    try {
+      Runnable r([st] {
+        if (!st->finished) st->loop->cancel(st->op);
+      });
+      st->link->execute(r);
+    } catch (...) {
+      // Out of memory: the operation runs to its natural end instead.
+    }
+  }
+};
+
+// Start: a callable `OperationHandle(EventLoop&, const std::shared_ptr<LoopOpState>&)` that
+// starts the loop operation, whose handler calls state->complete(ec, n) (and may fill fd).
+// Finish: `R(LoopOpState&)` turns the outcome into the awaiter's value; it runs on the
+// resumed coroutine's thread and throws, or sets *ec_out, for an error.
+template <class R, class Start, class Finish>
+class LoopOperation {
+ public:
+  LoopOperation(EventLoop& loop, std::string_view what, std::error_code* ec_out, Start start,
+                Finish finish)
+      : loop_(&loop),
+        what_(what),
+        ec_out_(ec_out),
+        start_(std::move(start)),
+        finish_(std::move(finish)) {}
+  LoopOperation(const LoopOperation&) = delete;
+  LoopOperation& operator=(const LoopOperation&) = delete;
+  ~LoopOperation() {
+    stop_.reset();  // waits for a stop callback running on another thread
+    if (state_ && !state_->claimed.exchange(true, std::memory_order_acq_rel)) {
+      LoopOpState::cancel(state_);
+    }
+  }
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) {
+    std::stop_token token = stop_token_of(h);
+    if (token.stop_requested()) {
+      early_ = operation_aborted();
+      return false;
+    }
+    if (!loop_->link()->alive()) {
+      early_ = operation_aborted();  // the loop is gone: as if it closed
+      return false;
+    }
+    state_ = std::allocate_shared<LoopOpState>(CachedObjectAllocator<LoopOpState>());
+    state_->h = h;
+    state_->loop = loop_;
+    state_->link = loop_->link();
+    if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{state_});
+    if (loop_->in_event_loop()) {
+      state_->op = start_(*loop_, state_);
+      return true;
+    }
+    // From another thread the operation starts on the loop, and the coroutine continues there.
+    Runnable r([st = state_, start = std::move(start_)]() mutable {
+      if (st->claimed.load(std::memory_order_acquire)) return;
+      // A stop request that came before this start: its cancel found nothing to cancel.
+      if (st->cancelled.load(std::memory_order_acquire)) return st->complete(operation_aborted(), 0);
+      st->op = start(*st->loop, st);
+    });
+    if (state_->link->execute(r)) return true;  // the loop may already run (and free) this frame
+    stop_.reset();
+    state_.reset();
+    early_ = operation_aborted();  // the loop is gone: as if it closed
+    return false;
+  }
+  R await_resume() {
+    stop_.reset();
+    if (early_) {
+      LoopOpState none;
+      none.ec = early_;
+      return fail_or(none);
+    }
+    return fail_or(*state_);
+  }
+
+ private:
+  struct OnStop {
+    std::shared_ptr<LoopOpState> st;
+    void operator()() noexcept { LoopOpState::cancel(st); }
+  };
+
+  R fail_or(LoopOpState& s) {
+    if (s.ec && s.ec != LoopError::end_of_file) {
+      if (!ec_out_) throw std::system_error(s.ec, std::string(what_));
+      *ec_out_ = s.ec;
+    } else if (ec_out_) {
+      ec_out_->clear();
+    }
+    return finish_(s);
+  }
+
+  EventLoop* loop_;
+  std::string_view what_;
+  std::error_code* ec_out_;
+  Start start_;
+  Finish finish_;
+  std::shared_ptr<LoopOpState> state_;
+  std::optional<std::stop_callback<OnStop>> stop_;
+  std::error_code early_;
+};
+
+template <class R, class Start, class Finish>
+LoopOperation<R, Start, Finish> loop_operation(EventLoop& loop, std::string_view what,
+                                               std::error_code* ec, Start start, Finish finish) {
+  return {loop, what, ec, std::move(start), std::move(finish)};
+}
+
+}  // namespace niox::detail

@@ -1,0 +1,137 @@
+#include <niox/async/asynchronous_socket_channel.hpp>
+
+#include "channels/fd_io.hpp"
+#include "channels/socket.hpp"
+
+#include <sys/socket.h>
+
+namespace niox {
+
+namespace {
+
+using detail::Socket;
+
+FileDescriptor open_stream(ProtocolFamily family) {
+  return FileDescriptor(Socket::open(detail::family_domain(family), SOCK_STREAM, true).fd());
+}
+
+// Closes `fd` through `loop` on its thread, or hands the close to it from another thread;
+// once the loop is gone nothing of it can be pending and the descriptor simply closes.
+void close_through(EventLoop* loop, const std::shared_ptr<detail::ExecutorLink>& link,
+                   FileDescriptor& fd) {
+  if (!fd.valid()) return;
+  if (link->in_event_loop()) {
+    loop->close(std::move(fd));
+    return;
+  }
+  Runnable r([loop, f = std::move(fd)]() mutable { loop->close(std::move(f)); });
+  link->execute(r);  // false: the loop is gone, and the Runnable closes f as it dies
+}
+
+void check(std::error_code ec, const char* what) {
+  if (ec) throw std::system_error(ec, what);
+}
+
+}  // namespace
+
+AsynchronousSocketChannel AsynchronousSocketChannel::open(EventLoop& loop, ProtocolFamily family) {
+  return AsynchronousSocketChannel(loop, open_stream(family));
+}
+
+AsynchronousSocketChannel AsynchronousSocketChannel::adopt(EventLoop& loop, FileDescriptor fd) {
+  std::error_code ec;
+  detail::set_nonblocking(fd.get(), true, ec);
+  check(ec, "adopt");
+  return AsynchronousSocketChannel(loop, std::move(fd));
+}
+
+AsynchronousSocketChannel::AsynchronousSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept
+    : loop_(&loop), link_(loop.link()), fd_(std::move(fd)) {}
+
+AsynchronousSocketChannel& AsynchronousSocketChannel::operator=(
+    AsynchronousSocketChannel&& other) noexcept {
+  if (this != &other) {
+    close_through(loop_, link_, fd_);
+    loop_ = other.loop_;
+    link_ = std::move(other.link_);
+    fd_ = std::move(other.fd_);
+  }
+  return *this;
+}
+
+AsynchronousSocketChannel::~AsynchronousSocketChannel() {
+  if (link_) close_through(loop_, link_, fd_);
+}
+
+void AsynchronousSocketChannel::close() {
+  if (fd_.valid()) loop_->close(std::move(fd_));
+}
+
+AsynchronousSocketChannel& AsynchronousSocketChannel::bind(const SocketAddress& local) {
+  Socket(fd_.get()).bind_or_throw(local);
+  return *this;
+}
+
+AsynchronousSocketChannel& AsynchronousSocketChannel::shutdown_input() {
+  check(Socket(fd_.get()).shutdown(SHUT_RD), "shutdown_input");
+  return *this;
+}
+
+AsynchronousSocketChannel& AsynchronousSocketChannel::shutdown_output() {
+  check(Socket(fd_.get()).shutdown(SHUT_WR), "shutdown_output");
+  return *this;
+}
+
+std::optional<SocketAddress> AsynchronousSocketChannel::local_address() const {
+  return Socket(fd_.get()).local_address();
+}
+
+std::optional<SocketAddress> AsynchronousSocketChannel::remote_address() const {
+  return Socket(fd_.get()).remote_address();
+}
+
+AsynchronousServerSocketChannel AsynchronousServerSocketChannel::open(EventLoop& loop,
+                                                                      ProtocolFamily family) {
+  AsynchronousServerSocketChannel server(loop, open_stream(family));
+  if (family != ProtocolFamily::unix_domain) {
+    server.set_option(StandardSocketOptions::so_reuseaddr, true);
+  }
+  return server;
+}
+
+AsynchronousServerSocketChannel::AsynchronousServerSocketChannel(EventLoop& loop,
+                                                                 FileDescriptor fd) noexcept
+    : loop_(&loop), link_(loop.link()), fd_(std::move(fd)) {}
+
+AsynchronousServerSocketChannel& AsynchronousServerSocketChannel::operator=(
+    AsynchronousServerSocketChannel&& other) noexcept {
+  if (this != &other) {
+    close_through(loop_, link_, fd_);
+    loop_ = other.loop_;
+    link_ = std::move(other.link_);
+    fd_ = std::move(other.fd_);
+  }
+  return *this;
+}
+
+AsynchronousServerSocketChannel::~AsynchronousServerSocketChannel() {
+  if (link_) close_through(loop_, link_, fd_);
+}
+
+void AsynchronousServerSocketChannel::close() {
+  if (fd_.valid()) loop_->close(std::move(fd_));
+}
+
+AsynchronousServerSocketChannel& AsynchronousServerSocketChannel::bind(const SocketAddress& local,
+                                                                       int backlog) {
+  Socket s(fd_.get());
+  s.bind_or_throw(local);
+  check(s.listen(backlog > 0 ? backlog : SOMAXCONN), "listen");
+  return *this;
+}
+
+std::optional<SocketAddress> AsynchronousServerSocketChannel::local_address() const {
+  return Socket(fd_.get()).local_address();
+}
+
+}  // namespace niox
