@@ -82,45 +82,6 @@ SocketAddress listen_address(const ServerOptions& o, bool allow_unix) {
   return InetSocketAddress(o.bind, o.port);
 }
 
-namespace {
-
-// The socket file a Unix-domain server just bound, remembered by device and inode, so that on
-// shutdown (its destructor, after the server socket closed) it removes that very file: not a
-// path that was replaced meanwhile, nor anything that is not a socket (an abstract name has no
-// file at all).
-class BoundSocketFile {
- public:
-  explicit BoundSocketFile(const SocketAddress& bound) {
-    if (!bound.is_unix() || bound.unix_domain().is_abstract()) {
-      return;
-    }
-    struct stat st {};
-    if (::lstat(bound.unix_domain().path().c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      path_ = bound.unix_domain().path();
-      dev_ = st.st_dev;
-      ino_ = st.st_ino;
-    }
-  }
-  BoundSocketFile(const BoundSocketFile&) = delete;
-  BoundSocketFile& operator=(const BoundSocketFile&) = delete;
-  ~BoundSocketFile() { remove(); }
-
- private:
-  void remove() const noexcept {
-    struct stat st {};
-    if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
-        st.st_dev == dev_ && st.st_ino == ino_) {
-      ::unlink(path_.c_str());
-    }
-  }
-
-  std::string path_;
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
-};
-
-}  // namespace
-
 int run_server(const ServerProgram& p) {
   const auto& o = p.options;
   if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {

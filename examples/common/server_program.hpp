@@ -22,6 +22,9 @@
 #include <string>
 #include <string_view>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace niox::examples {
 
 struct ServerOptions {
@@ -48,6 +51,41 @@ std::string server_options_usage(const ServerOptions& defaults, std::size_t colu
 // The address to listen on: an IPv4/IPv6 literal with the port, or (allow_unix) a Unix-domain
 // socket path given as "/path" or "unix:path". Throws std::invalid_argument on a bad address.
 SocketAddress listen_address(const ServerOptions& o, bool allow_unix = false);
+
+// The socket file a Unix-domain server just bound, remembered by device and inode, so that on
+// shutdown (its destructor, after the server socket closed) it removes that very file: not a
+// path that was replaced meanwhile, nor anything that is not a socket (an abstract name has no
+// file at all).
+class BoundSocketFile {
+ public:
+  explicit BoundSocketFile(const SocketAddress& bound) {
+    if (!bound.is_unix() || bound.unix_domain().is_abstract()) {
+      return;
+    }
+    struct stat st {};
+    if (::lstat(bound.unix_domain().path().c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      path_ = bound.unix_domain().path();
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+    }
+  }
+  BoundSocketFile(const BoundSocketFile&) = delete;
+  BoundSocketFile& operator=(const BoundSocketFile&) = delete;
+  ~BoundSocketFile() { remove(); }
+
+ private:
+  void remove() const noexcept {
+    struct stat st {};
+    if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+        st.st_dev == dev_ && st.st_ino == ino_) {
+      ::unlink(path_.c_str());
+    }
+  }
+
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
 
 struct ServerProgram {
   std::string program;  // the name in messages: "niox-echo-server: cannot listen on ..."

@@ -124,7 +124,6 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
     return n;
   }
 
-
  public:
   // An unconnected non-blocking socket of `family` on `loop`. Throws std::system_error.
   static AsynchronousSocketChannel open(EventLoop& loop,
@@ -190,7 +189,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
 
 class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousServerSocketChannel> {
  private:
-  auto accept_op(std::error_code* ec) {
+  auto accept_op(EventLoop& to, std::error_code* ec) {
     return detail::loop_operation<AsynchronousSocketChannel>(
         *loop_, "accept", ec,
         [fd = fd_.get()](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
@@ -199,11 +198,10 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
             st->complete(e, 0);
           });
         },
-        [loop = loop_](detail::LoopOpState& s) {
-          return AsynchronousSocketChannel(*loop, std::move(s.fd));
+        [to = &to](detail::LoopOpState& s) {
+          return AsynchronousSocketChannel(*to, std::move(s.fd));
         });
   }
-
 
  public:
   // A listening socket of `family` on `loop` once bound; SO_REUSEADDR is set, as every server
@@ -225,8 +223,12 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
 
   // co_await accept(): the next connection, on this channel's loop. EMFILE and the like throw
   // (set ec) and leave this channel listening.
-  auto accept() { return accept_op(nullptr); }
-  auto accept(std::error_code& ec) { return accept_op(&ec); }
+  auto accept() { return accept_op(*loop_, nullptr); }
+  auto accept(std::error_code& ec) { return accept_op(*loop_, &ec); }
+  // The same, the connection belonging to `to` (another loop of a group, say): its operations
+  // run there. The accept itself runs on this channel's loop.
+  auto accept(EventLoop& to) { return accept_op(to, nullptr); }
+  auto accept(EventLoop& to, std::error_code& ec) { return accept_op(to, &ec); }
 
   // Aborts a pending accept (it ends with operation_aborted) and closes the socket through the
   // loop. Loop thread only.
