@@ -88,10 +88,10 @@ TEST_P(AsyncSocketTest, EchoesOverIpv4Ipv6AndUnixAndReportsEndOfStream) {
     SocketAddress where;
     ProtocolFamily family;
   };
-  std::vector<Case> cases{{InetSocketAddress::loopback_v4(0), ProtocolFamily::inet},
-                          {InetSocketAddress::loopback_v6(0), ProtocolFamily::inet6},
-                          {UnixDomainSocketAddress(unix_path.string()),
-                           ProtocolFamily::unix_domain}};
+  std::vector<Case> cases{
+      {InetSocketAddress::loopback_v4(0), ProtocolFamily::inet},
+      {InetSocketAddress::loopback_v6(0), ProtocolFamily::inet6},
+      {UnixDomainSocketAddress(unix_path.string()), ProtocolFamily::unix_domain}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.where.to_string());
     auto body = [&]() -> Task<std::string> {
@@ -236,8 +236,7 @@ TEST_P(AsyncSocketTest, ATimeoutRacingACompletionGivesOneOutcome) {
       for (;;) {
         try {
           in.clear();
-          received += static_cast<std::size_t>(
-              co_await with_timeout(loop(), read_one(a, in), d));
+          received += static_cast<std::size_t>(co_await with_timeout(loop(), read_one(a, in), d));
           break;
         } catch (const std::system_error& e) {
           EXPECT_EQ(e.code(), std::errc::timed_out);

@@ -39,8 +39,8 @@ struct LoopOpState {
   std::coroutine_handle<> h;
   EventLoop* loop = nullptr;
   std::shared_ptr<ExecutorLink> link;  // outlives the loop: a late stop request finds it gone
-  OperationHandle op;    // loop thread only
-  bool finished = false;  // loop thread only: the handler ran
+  OperationHandle op;                  // loop thread only
+  bool finished = false;               // loop thread only: the handler ran
   std::error_code ec;
   std::size_t n = 0;
   FileDescriptor fd;  // accept: the new connection
@@ -114,7 +114,8 @@ class LoopOperation {
     Runnable r([st = state_, start = std::move(start_)]() mutable {
       if (st->claimed.load(std::memory_order_acquire)) return;
       // A stop request that came before this start: its cancel found nothing to cancel.
-      if (st->cancelled.load(std::memory_order_acquire)) return st->complete(operation_aborted(), 0);
+      if (st->cancelled.load(std::memory_order_acquire))
+        return st->complete(operation_aborted(), 0);
       st->op = start(*st->loop, st);
     });
     if (state_->link->execute(r)) return true;  // the loop may already run (and free) this frame
