@@ -6,6 +6,8 @@
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/loop/event_loop.hpp>
 
+#include "backend_arg.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -60,9 +62,7 @@ int main(int argc, char** argv) {
     else if (k == "--buffer")
       buffer = std::strtoul(argv[i + 1], nullptr, 10);
     else if (k == "--backend") {
-      options.backend = v == "io_uring" ? niox::BackendKind::io_uring
-                        : v == "epoll"  ? niox::BackendKind::epoll
-                                        : niox::BackendKind::automatic;
+      options.backend = backend_arg(v);
     } else {
       fmt::print(stderr, "usage: {} [--port N] [--backend io_uring|epoll|auto] [--buffer bytes]\n",
                  argv[0]);

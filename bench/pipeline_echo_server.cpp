@@ -9,6 +9,8 @@
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 
+#include "backend_arg.hpp"
+
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -44,9 +46,7 @@ int main(int argc, char** argv) {
     } else if (k == "--threads") {
       threads = std::strtoul(argv[i + 1], nullptr, 10);
     } else if (k == "--backend") {
-      backend = v == "io_uring" ? niox::BackendKind::io_uring
-                : v == "epoll"  ? niox::BackendKind::epoll
-                                : niox::BackendKind::automatic;
+      backend = backend_arg(v);
     } else {
       fmt::print(stderr, "usage: {} [--port N] [--threads N] [--backend io_uring|epoll|auto]\n",
                  argv[0]);

@@ -12,7 +12,7 @@ configure_package_config_file(cmake/nioxConfig.cmake.in ${PROJECT_BINARY_DIR}/ni
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/nioxConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/nioxConfig.cmake ${PROJECT_BINARY_DIR}/nioxConfigVersion.cmake
-              cmake/FindLiburing.cmake
+              cmake/FindLiburing.cmake cmake/NioxFindPkgConfigLibrary.cmake
         DESTINATION ${NIOX_CMAKE_DIR})
 
 # pkg-config: liburing is private to a shared niox but needed to link a static one.

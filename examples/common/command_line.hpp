@@ -17,6 +17,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <iostream>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +45,23 @@ std::optional<BackendKind> parse_backend(std::string_view text) noexcept;
 
 // "invalid NAME 'VALUE': WHAT"
 std::string invalid_value(std::string_view name, std::string_view value, std::string_view what);
+
+// main's answer to a parsed command line (`help`, `options` and `error`) that leaves nothing to
+// run: the usage on stdout and 0 for --help, the error and the usage on stderr and 2 when
+// there are no options. nullopt when the program is to run.
+template <class Parsed>
+std::optional<int> answer_help_or_error(const Parsed& parsed, std::string_view program,
+                                        std::string_view usage) {
+  if (parsed.help) {
+    std::cout << usage;
+    return 0;
+  }
+  if (!parsed.options) {
+    std::cerr << program << ": " << parsed.error << "\n\n" << usage;
+    return 2;
+  }
+  return std::nullopt;
+}
 
 class OptionReader {
  public:

@@ -2,6 +2,7 @@
 #include "echo_server.hpp"
 
 #include "backpressure_handler.hpp"
+#include "command_line.hpp"
 
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
@@ -40,13 +41,8 @@ class EchoHandler final : public BackpressureHandler {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = echo::parse_args(args);
-  if (parsed.help) {
-    std::cout << echo::usage();
-    return 0;
-  }
-  if (!parsed.options) {
-    std::cerr << "niox-echo-server: " << parsed.error << "\n\n" << echo::usage();
-    return 2;
+  if (auto status = examples::answer_help_or_error(parsed, "niox-echo-server", echo::usage())) {
+    return *status;
   }
   examples::ServerProgram p;
   p.program = "niox-echo-server";

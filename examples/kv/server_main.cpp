@@ -1,5 +1,6 @@
 // kv_server: an in-memory key-value store over the kv example's header/body protocol. See --help.
 #include "kv_server.hpp"
+#include "command_line.hpp"
 #include "server_program.hpp"
 
 #include <niox/transport/bootstrap.hpp>
@@ -14,13 +15,8 @@ int main(int argc, char** argv) {
   using namespace niox;
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = kv::parse_server_args(args);
-  if (parsed.help) {
-    std::cout << kv::server_usage();
-    return 0;
-  }
-  if (!parsed.options) {
-    std::cerr << "kv_server: " << parsed.error << "\n\n" << kv::server_usage();
-    return 2;
+  if (auto status = examples::answer_help_or_error(parsed, "kv_server", kv::server_usage())) {
+    return *status;
   }
   const auto& o = *parsed.options;
   kv::KvServerConfig config;

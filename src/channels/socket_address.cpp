@@ -45,6 +45,15 @@ const std::error_category& resolver_category() noexcept {
   return category;
 }
 
+// Replaces whatever `s` held (an IPv4 address, say) with the IPv6 address `addr`:`port`.
+void store_v6(sockaddr_storage& s, const in6_addr& addr, std::uint16_t port) {
+  s = {};
+  auto* s6 = v6(s);
+  s6->sin6_family = AF_INET6;
+  s6->sin6_port = htons(port);
+  s6->sin6_addr = addr;
+}
+
 std::error_code gai_error(int rc) {
   if (rc == EAI_SYSTEM) {
     return {errno, std::system_category()};
@@ -84,11 +93,7 @@ InetSocketAddress InetSocketAddress::resolve(std::string_view host, std::uint16_
   }
   in6_addr a6;
   if (inet_pton(AF_INET6, h.c_str(), &a6) == 1) {
-    out.storage_ = {};
-    auto* s6 = v6(out.storage_);
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons(port);
-    s6->sin6_addr = a6;
+    store_v6(out.storage_, a6, port);
     return out;
   }
   addrinfo hints{};
@@ -123,18 +128,14 @@ InetSocketAddress InetSocketAddress::loopback_v4(std::uint16_t port) noexcept {
 }
 
 InetSocketAddress InetSocketAddress::loopback_v6(std::uint16_t port) noexcept {
-  InetSocketAddress a = any_v6(port);
-  v6(a.storage_)->sin6_addr = in6addr_loopback;
+  InetSocketAddress a;
+  store_v6(a.storage_, in6addr_loopback, port);
   return a;
 }
 
 InetSocketAddress InetSocketAddress::any_v6(std::uint16_t port) noexcept {
   InetSocketAddress a;
-  a.storage_ = {};
-  auto* s6 = v6(a.storage_);
-  s6->sin6_family = AF_INET6;
-  s6->sin6_port = htons(port);
-  s6->sin6_addr = in6addr_any;
+  store_v6(a.storage_, in6addr_any, port);
   return a;
 }
 

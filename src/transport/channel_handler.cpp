@@ -135,23 +135,33 @@ ChannelHandlerContext& ChannelHandlerContext::fire_exception_caught(std::excepti
 // fails a write with handler_removed and starts the other operations at the tail; a dead loop
 // fails them with channel_closed.
 
+template <class Op, class Gone>
+void ChannelHandlerContext::promised(ChannelPromise promise, Op&& op, Gone&& gone) {
+  if (channel().in_event_loop()) {
+    op(*this, std::move(promise));
+    return;
+  }
+  if (!on_loop([o = std::forward<Op>(op),
+                p = promise](ChannelHandlerContext& c) mutable { o(c, std::move(p)); },
+               [g = std::forward<Gone>(gone), p = promise](Channel& ch) mutable {
+                 g(ch, std::move(p));
+               })) {
+    promise.try_failure(transport::Errc::channel_closed);
+  }
+}
+
 ChannelFuture ChannelHandlerContext::write(Message msg) {
   auto p = new_promise();
   write(std::move(msg), p);
   return p.future();
 }
 void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
-  if (channel().in_event_loop()) {
-    prev_->invoke_write(std::move(msg), std::move(promise));
-    return;
-  }
-  if (!on_loop(
-          [m = std::move(msg), p = promise](ChannelHandlerContext& c) mutable {
-            c.prev_->invoke_write(std::move(m), std::move(p));
-          },
-          [p = promise](Channel&) mutable { p.try_failure(transport::Errc::handler_removed); })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+  promised(
+      std::move(promise),
+      [m = std::move(msg)](ChannelHandlerContext& c, ChannelPromise p) mutable {
+        c.prev_->invoke_write(std::move(m), std::move(p));
+      },
+      [](Channel&, ChannelPromise p) { p.try_failure(transport::Errc::handler_removed); });
 }
 ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   auto p = new_promise();
@@ -199,15 +209,10 @@ ChannelFuture ChannelHandlerContext::close() {
   return p.future();
 }
 void ChannelHandlerContext::close(ChannelPromise promise) {
-  if (channel().in_event_loop()) {
-    prev_->invoke_close(std::move(promise));
-    return;
-  }
-  if (!on_loop(
-          [p = promise](ChannelHandlerContext& c) mutable { c.prev_->invoke_close(std::move(p)); },
-          [p = promise](Channel& ch) mutable { ch.pipeline().close(std::move(p)); })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+  promised(
+      std::move(promise),
+      [](ChannelHandlerContext& c, ChannelPromise p) { c.prev_->invoke_close(std::move(p)); },
+      [](Channel& ch, ChannelPromise p) { ch.pipeline().close(std::move(p)); });
 }
 ChannelFuture ChannelHandlerContext::shutdown_output() {
   auto p = new_promise();
@@ -215,17 +220,12 @@ ChannelFuture ChannelHandlerContext::shutdown_output() {
   return p.future();
 }
 void ChannelHandlerContext::shutdown_output(ChannelPromise promise) {
-  if (channel().in_event_loop()) {
-    prev_->invoke_shutdown_output(std::move(promise));
-    return;
-  }
-  if (!on_loop(
-          [p = promise](ChannelHandlerContext& c) mutable {
-            c.prev_->invoke_shutdown_output(std::move(p));
-          },
-          [p = promise](Channel& ch) mutable { ch.pipeline().shutdown_output(std::move(p)); })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+  promised(
+      std::move(promise),
+      [](ChannelHandlerContext& c, ChannelPromise p) {
+        c.prev_->invoke_shutdown_output(std::move(p));
+      },
+      [](Channel& ch, ChannelPromise p) { ch.pipeline().shutdown_output(std::move(p)); });
 }
 
 // Invocations: a throwing inbound handler's exception goes to its own exception_caught; a

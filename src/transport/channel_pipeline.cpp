@@ -118,88 +118,68 @@ std::string ChannelPipeline::checked_name(std::string name) {
   return name;
 }
 
-void ChannelPipeline::insert_after(ChannelHandlerContext* prev,
-                                   std::unique_ptr<ChannelHandlerContext> owned) {
-  auto* ctx = owned.get();
-  contexts_.push_back(std::move(owned));
+ChannelHandlerContext* ChannelPipeline::link_after(ChannelHandlerContext* prev, std::string name,
+                                                   std::shared_ptr<ChannelHandler> handler) {
+  auto* ctx = contexts_
+                  .emplace_back(std::unique_ptr<ChannelHandlerContext>(
+                      new ChannelHandlerContext(*this, std::move(name), std::move(handler))))
+                  .get();
   ctx->prev_ = prev;
   ctx->next_ = prev->next_;
   prev->next_->prev_ = ctx;
   prev->next_ = ctx;
+  return ctx;
+}
+
+void ChannelPipeline::announce_added(ChannelHandlerContext& ctx) {
   Frame frame(*this);
   try {
-    ctx->handler_->handler_added(*ctx);
+    ctx.handler_->handler_added(ctx);
   } catch (...) {
     // Netty removes a handler whose handler_added failed; the caller learns why.
     auto error = std::current_exception();
     try {
-      unlink(*ctx);
+      unlink(ctx);
     } catch (...) {
     }
     std::rethrow_exception(error);
   }
 }
 
-ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<ChannelHandler> h) {
+template <class After>
+ChannelPipeline& ChannelPipeline::add(After after, std::string name,
+                                      std::shared_ptr<ChannelHandler> h) {
   if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_, [&] { add_first(std::move(name), std::move(h)); });
+    detail::run_on_loop_and_wait(*channel_, [&] { add(after, std::move(name), std::move(h)); });
     return *this;
   }
   if (!h) {
     throw IllegalArgumentException("null handler");
   }
+  auto* prev = after();
   name = checked_name(std::move(name));
-  insert_after(head_, std::unique_ptr<ChannelHandlerContext>(
-                          new ChannelHandlerContext(*this, std::move(name), std::move(h))));
+  announce_added(*link_after(prev, std::move(name), std::move(h)));
   return *this;
 }
 
+ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<ChannelHandler> h) {
+  return add([this] { return head_; }, std::move(name), std::move(h));
+}
+
 ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<ChannelHandler> h) {
-  if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_, [&] { add_last(std::move(name), std::move(h)); });
-    return *this;
-  }
-  if (!h) {
-    throw IllegalArgumentException("null handler");
-  }
-  name = checked_name(std::move(name));
-  insert_after(tail_->prev_, std::unique_ptr<ChannelHandlerContext>(
-                                 new ChannelHandlerContext(*this, std::move(name), std::move(h))));
-  return *this;
+  return add([this] { return tail_->prev_; }, std::move(name), std::move(h));
 }
 
 ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::string name,
                                              std::shared_ptr<ChannelHandler> h) {
-  if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_,
-                                 [&] { add_before(base_name, std::move(name), std::move(h)); });
-    return *this;
-  }
-  if (!h) {
-    throw IllegalArgumentException("null handler");
-  }
-  auto& base = get_context_or_throw(base_name);
-  name = checked_name(std::move(name));
-  insert_after(base.prev_, std::unique_ptr<ChannelHandlerContext>(
-                               new ChannelHandlerContext(*this, std::move(name), std::move(h))));
-  return *this;
+  return add([this, base_name] { return get_context_or_throw(base_name).prev_; }, std::move(name),
+             std::move(h));
 }
 
 ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::string name,
                                             std::shared_ptr<ChannelHandler> h) {
-  if (detail::must_hop(*channel_)) {
-    detail::run_on_loop_and_wait(*channel_,
-                                 [&] { add_after(base_name, std::move(name), std::move(h)); });
-    return *this;
-  }
-  if (!h) {
-    throw IllegalArgumentException("null handler");
-  }
-  auto& base = get_context_or_throw(base_name);
-  name = checked_name(std::move(name));
-  insert_after(&base, std::unique_ptr<ChannelHandlerContext>(
-                          new ChannelHandlerContext(*this, std::move(name), std::move(h))));
-  return *this;
+  return add([this, base_name] { return &get_context_or_throw(base_name); }, std::move(name),
+             std::move(h));
 }
 
 std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& ctx) {
@@ -259,27 +239,10 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_na
   }
   // Like Netty: the new handler is linked in and added before the old one is removed, so no
   // event can slip past both.
-  auto* prev = &old;
-  auto owned = std::unique_ptr<ChannelHandlerContext>(
-      new ChannelHandlerContext(*this, std::move(new_name), std::move(h)));
-  auto* fresh = owned.get();
-  contexts_.push_back(std::move(owned));
-  fresh->prev_ = prev;
-  fresh->next_ = prev->next_;
-  prev->next_->prev_ = fresh;
-  prev->next_ = fresh;
+  auto* fresh = link_after(&old, std::move(new_name), std::move(h));
   Frame frame(*this);
   auto old_handler = unlink(old);
-  try {
-    fresh->handler_->handler_added(*fresh);
-  } catch (...) {
-    auto error = std::current_exception();
-    try {
-      unlink(*fresh);
-    } catch (...) {
-    }
-    std::rethrow_exception(error);
-  }
+  announce_added(*fresh);
   return old_handler;
 }
 

@@ -60,6 +60,19 @@ std::optional<Executor::Clock::time_point> EmbeddedEventLoop::next_scheduled_tim
 
 // ---- EmbeddedChannel ----------------------------------------------------------------------
 
+namespace {
+
+std::optional<Message> take_front(std::deque<Message>& queue) {
+  if (queue.empty()) {
+    return std::nullopt;
+  }
+  auto m = std::move(queue.front());
+  queue.pop_front();
+  return m;
+}
+
+}  // namespace
+
 EmbeddedChannel::EmbeddedChannel() : Channel(embedded_loop_) { notify_active(); }
 
 EmbeddedChannel::EmbeddedChannel(std::initializer_list<std::shared_ptr<ChannelHandler>> handlers)
@@ -77,44 +90,32 @@ bool EmbeddedChannel::write_inbound(std::initializer_list<Message> msgs) {
     pipeline().fire_channel_read(m);
   }
   pipeline().fire_channel_read_complete();
-  run_pending_tasks();
-  check_exception();
+  settle();
   return !inbound_.empty();
 }
 
-std::optional<Message> EmbeddedChannel::read_inbound() {
-  if (inbound_.empty()) {
-    return std::nullopt;
-  }
-  auto m = std::move(inbound_.front());
-  inbound_.pop_front();
-  return m;
-}
+std::optional<Message> EmbeddedChannel::read_inbound() { return take_front(inbound_); }
 
 bool EmbeddedChannel::write_outbound(std::initializer_list<Message> msgs) {
   for (const auto& m : msgs) {
     write(m);
   }
   flush();
-  run_pending_tasks();
-  check_exception();
+  settle();
   return !outbound_.empty();
 }
 
-std::optional<Message> EmbeddedChannel::read_outbound() {
-  if (outbound_.empty()) {
-    return std::nullopt;
-  }
-  auto m = std::move(outbound_.front());
-  outbound_.pop_front();
-  return m;
-}
+std::optional<Message> EmbeddedChannel::read_outbound() { return take_front(outbound_); }
 
 bool EmbeddedChannel::finish() {
   close();
+  settle();
+  return !inbound_.empty() || !outbound_.empty();
+}
+
+void EmbeddedChannel::settle() {
   run_pending_tasks();
   check_exception();
-  return !inbound_.empty() || !outbound_.empty();
 }
 
 void EmbeddedChannel::check_exception() {
@@ -147,6 +148,23 @@ void EmbeddedChannel::do_write(OutboundBuffer& out) {
   }
 }
 
+std::optional<std::size_t> EmbeddedChannel::scripted_call(OutboundBuffer& out,
+                                                          std::span<const iovec> iovecs,
+                                                          std::size_t bytes) {
+  long res = script_(iovecs, bytes);
+  calls_.push_back({iovecs.size(), bytes, res});
+  if (res == 0) {
+    out.gather_done();
+    set_write_pending(true);
+    return std::nullopt;
+  }
+  if (res < 0) {
+    notify_write_error({static_cast<int>(-res), std::system_category()});
+    return std::nullopt;
+  }
+  return std::min(static_cast<std::size_t>(res), bytes);
+}
+
 void EmbeddedChannel::write_scripted(OutboundBuffer& out) {
   // A bounded number of writes per flush, then the pretend kernel is left to the next flush.
   for (int spin = 0; spin < 16; ++spin) {
@@ -169,18 +187,11 @@ void EmbeddedChannel::write_scripted(OutboundBuffer& out) {
         }
       }
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(r.remaining(), 1u << 20));
-      long res = script_({}, want);
-      calls_.push_back({0, want, res});
-      if (res == 0) {
-        out.gather_done();
-        set_write_pending(true);
+      auto taken = scripted_call(out, {}, want);
+      if (!taken) {
         return;
       }
-      if (res < 0) {
-        notify_write_error({static_cast<int>(-res), std::system_category()});
-        return;
-      }
-      std::size_t n = std::min(static_cast<std::size_t>(res), want);
+      std::size_t n = *taken;
       std::size_t old = written_.size();
       written_.resize(old + n);
       ssize_t got = ::pread(r.fd(), written_.data() + old, n, static_cast<off_t>(r.next_offset()));
@@ -195,18 +206,11 @@ void EmbeddedChannel::write_scripted(OutboundBuffer& out) {
       out.remove_bytes(static_cast<std::size_t>(got));
       continue;
     }
-    long res = script_(g.iovecs, g.bytes);
-    calls_.push_back({g.iovecs.size(), g.bytes, res});
-    if (res == 0) {
-      out.gather_done();
-      set_write_pending(true);
+    auto taken = scripted_call(out, g.iovecs, g.bytes);
+    if (!taken) {
       return;
     }
-    if (res < 0) {
-      notify_write_error({static_cast<int>(-res), std::system_category()});
-      return;
-    }
-    std::size_t n = std::min(static_cast<std::size_t>(res), g.bytes);
+    std::size_t n = *taken;
     // Copy exactly what the pretend kernel took, iovec by iovec.
     std::size_t left = n;
     for (const auto& iov : g.iovecs) {

@@ -106,14 +106,8 @@ void IdleStateHandler::reader_timeout(ChannelHandlerContext& ctx) {
   if (!reading_) {
     next -= ctx.executor().now() - last_read_;
   }
-  if (next <= Duration::zero()) {
-    reader_timer_ = schedule(ctx, reader_idle_, &IdleStateHandler::reader_timeout);
-    bool first = first_reader_idle_;
-    first_reader_idle_ = false;
-    channel_idle(ctx, IdleStateEvent{IdleState::reader_idle, first});
-  } else {
-    reader_timer_ = schedule(ctx, next, &IdleStateHandler::reader_timeout);
-  }
+  fire_or_wait(ctx, next, reader_idle_, reader_timer_, &IdleStateHandler::reader_timeout,
+               IdleState::reader_idle, first_reader_idle_);
 }
 
 void IdleStateHandler::writer_timeout(ChannelHandlerContext& ctx) {
@@ -121,14 +115,8 @@ void IdleStateHandler::writer_timeout(ChannelHandlerContext& ctx) {
     return;
   }
   Duration next = writer_idle_ - (ctx.executor().now() - shared_->last_write);
-  if (next <= Duration::zero()) {
-    writer_timer_ = schedule(ctx, writer_idle_, &IdleStateHandler::writer_timeout);
-    bool first = shared_->first_writer_idle;
-    shared_->first_writer_idle = false;
-    channel_idle(ctx, IdleStateEvent{IdleState::writer_idle, first});
-  } else {
-    writer_timer_ = schedule(ctx, next, &IdleStateHandler::writer_timeout);
-  }
+  fire_or_wait(ctx, next, writer_idle_, writer_timer_, &IdleStateHandler::writer_timeout,
+               IdleState::writer_idle, shared_->first_writer_idle);
 }
 
 void IdleStateHandler::all_timeout(ChannelHandlerContext& ctx) {
@@ -139,13 +127,21 @@ void IdleStateHandler::all_timeout(ChannelHandlerContext& ctx) {
   if (!reading_) {
     next -= ctx.executor().now() - std::max(last_read_, shared_->last_write);
   }
-  if (next <= Duration::zero()) {
-    all_timer_ = schedule(ctx, all_idle_, &IdleStateHandler::all_timeout);
-    bool first = shared_->first_all_idle;
-    shared_->first_all_idle = false;
-    channel_idle(ctx, IdleStateEvent{IdleState::all_idle, first});
+  fire_or_wait(ctx, next, all_idle_, all_timer_, &IdleStateHandler::all_timeout,
+               IdleState::all_idle, shared_->first_all_idle);
+}
+
+void IdleStateHandler::fire_or_wait(ChannelHandlerContext& ctx, Duration left, Duration period,
+                                    ScheduledFuture& timer,
+                                    void (IdleStateHandler::*timeout)(ChannelHandlerContext&),
+                                    IdleState state, bool& first) {
+  if (left <= Duration::zero()) {
+    timer = schedule(ctx, period, timeout);
+    bool was_first = first;
+    first = false;
+    channel_idle(ctx, IdleStateEvent{state, was_first});
   } else {
-    all_timer_ = schedule(ctx, next, &IdleStateHandler::all_timeout);
+    timer = schedule(ctx, left, timeout);
   }
 }
 

@@ -130,15 +130,14 @@ TEST(Task, WhenAllRethrowsTheFirstFailureAfterEveryTaskFinished) {
   EXPECT_EQ(finished.load(), 2);
 }
 
-class AsyncLoopTest : public test::BackendTest {
- protected:
-  EventLoopGroup::Options group_options(std::size_t n) const {
-    EventLoopGroup::Options g;
-    g.threads = n;
-    g.loop = options();
-    return g;
-  }
-};
+class AsyncLoopTest : public test::BackendTest {};
+
+// loop.pending() of a loop running on a thread of its group, asked there.
+std::size_t pending_on(EventLoop& loop) {
+  std::promise<std::size_t> pending;
+  loop.execute([&] { pending.set_value(loop.pending()); });
+  return pending.get_future().get();
+}
 
 TEST_P(AsyncLoopTest, ResumeOnHopsBetweenLoopsAndSleepForWaitsWithoutBlocking) {
   EventLoopGroup group(group_options(2));
@@ -256,9 +255,7 @@ TEST_P(AsyncLoopTest, AStopRequestFromAnotherThreadCancelsASleep) {
   EXPECT_THROW(sync_wait(with_stop_token(stop.get_token(),
                                          [&]() -> Task<void> { co_await sleep_for(loop, 1h); }())),
                std::system_error);
-  std::promise<std::size_t> pending;
-  loop.execute([&] { pending.set_value(loop.pending()); });
-  EXPECT_EQ(pending.get_future().get(), 0u);
+  EXPECT_EQ(pending_on(loop), 0u);
 }
 
 Task<int> nap(EventLoop& loop, std::chrono::milliseconds d, int v) {
@@ -287,9 +284,7 @@ TEST_P(AsyncLoopTest, WithTimeoutStopsTheTaskAndReportsTimedOut) {
     }
   }
   EXPECT_EQ(completed + timed_out, 200);
-  std::promise<std::size_t> pending;
-  loop.execute([&] { pending.set_value(loop.pending()); });
-  EXPECT_EQ(pending.get_future().get(), 0u);
+  EXPECT_EQ(pending_on(loop), 0u);
 }
 
 // when_any: the first to finish wins; the others are stopped and have ended by then.
@@ -315,9 +310,7 @@ TEST_P(AsyncLoopTest, WhenAnyTakesTheFirstAndStopsTheOthers) {
     co_await when_any(std::move(tasks));
   };
   EXPECT_THROW(sync_wait(race_failure()), std::runtime_error);
-  std::promise<std::size_t> pending;
-  loop.execute([&] { pending.set_value(loop.pending()); });
-  EXPECT_EQ(pending.get_future().get(), 0u);
+  EXPECT_EQ(pending_on(loop), 0u);
 }
 
 // A TaskGroup joins its children; the first failure stops the rest and is rethrown.

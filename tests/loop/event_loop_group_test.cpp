@@ -15,15 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class LoopGroupTest : public test::BackendTest {
- protected:
-  EventLoopGroup::Options group_options(std::size_t n) const {
-    EventLoopGroup::Options o;
-    o.threads = n;
-    o.loop = options();
-    return o;
-  }
-};
+class LoopGroupTest : public test::BackendTest {};
 
 TEST_P(LoopGroupTest, RoundRobinOverLoopsOnTheirOwnThreads) {
   EventLoopGroup group(group_options(2));

@@ -44,6 +44,17 @@ std::string filled(ByteBuffer b) {  // [0, position) of a buffer read into
   return str(b);
 }
 
+// Reads from `fd`, `chunk` bytes at a time, appending to `got` until it holds `want` bytes.
+void read_into(EventLoop& loop, int fd, std::size_t chunk, std::size_t want, std::string& got) {
+  loop.read(fd, ByteBuffer::allocate(chunk),
+            [&loop, fd, chunk, want, &got](std::error_code ec, std::size_t n, ByteBuffer buf) {
+              ASSERT_FALSE(ec);
+              ASSERT_GT(n, 0u);
+              got += filled(buf);
+              if (got.size() < want) read_into(loop, fd, chunk, want, got);
+            });
+}
+
 class LoopTest : public test::BackendTest {};
 
 TEST_P(LoopTest, ReportsItsBackend) {
@@ -130,16 +141,7 @@ TEST_P(LoopTest, WritesCompleteInOrderAndShortWritesResume) {
     });
   }
   std::string got;
-  std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(7000),
-              [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-                ASSERT_FALSE(ec);
-                ASSERT_GT(n, 0u);
-                got += filled(buf);
-                if (got.size() < expected.size()) read_more();
-              });
-  };
-  read_more();
+  read_into(loop, b.get(), 7000, expected.size(), got);
   ASSERT_TRUE(
       run_until(loop, [&] { return got.size() == expected.size() && order.size() == kWrites; }));
   EXPECT_TRUE(got == expected);
@@ -257,12 +259,7 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   });
   std::vector<FileDescriptor> clients;
   for (int i = 0; i < 5; ++i) {
-    clients.push_back(test::loop_tcp_socket());
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(test::local_port(listener.get()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::connect(clients.back().get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    clients.push_back(test::loop_tcp_client(listener.get()));
   }
   ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 5; }));
   EXPECT_TRUE(loop.cancel(h));
@@ -281,12 +278,7 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   FileDescriptor listener = test::loop_tcp_listener();
   std::vector<FileDescriptor> clients;
   for (int i = 0; i < 3; ++i) {
-    clients.push_back(test::loop_tcp_socket());
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(test::local_port(listener.get()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::connect(clients.back().get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    clients.push_back(test::loop_tcp_client(listener.get()));
   }
   loop.run_once();
   rlimit old{};
@@ -440,15 +432,7 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
                      done = true;
                    });
   std::string got;
-  std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(65536),
-              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-                ASSERT_FALSE(ec);
-                got += filled(buf);
-                if (got.size() < content.size() - 1000) read_more();
-              });
-  };
-  read_more();
+  read_into(loop, b.get(), 65536, content.size() - 1000, got);
   ASSERT_TRUE(run_until(loop, [&] { return done && got.size() == content.size() - 1000; }));
   EXPECT_EQ(sent, content.size() - 1000);
   EXPECT_TRUE(got == content.substr(1000));
@@ -504,16 +488,7 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
                    });
   std::string got;
   std::size_t want = 8 + body.size();
-  // Reads on until `want` bytes are in `got`.
-  std::function<void()> read_more = [&] {
-    loop.read(server, ByteBuffer::allocate(65536),
-              [&](std::error_code ec, std::size_t, ByteBuffer b) {
-                ASSERT_FALSE(ec);
-                got += filled(b);
-                if (got.size() < want) read_more();
-              });
-  };
-  read_more();
+  read_into(loop, server, 65536, want, got);
   ASSERT_TRUE(run_until(loop, [&] { return sent && got.size() == want; }));
   EXPECT_TRUE(got == "header\r\n" + body);
 
@@ -525,8 +500,7 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   ASSERT_TRUE(run_until(loop, [&] { return writes == 4; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 0);
   got.clear();
-  want = 5;
-  read_more();
+  read_into(loop, server, 65536, 5, got);
   ASSERT_TRUE(run_until(loop, [&] { return got.size() == 5; }));
   EXPECT_EQ(got, "tail!");
 
@@ -835,10 +809,7 @@ TEST_P(LoopTest, OneGibThroughASocketPairWithChecksum) {
 // A ring of 2 entries (CQ of 4) with 64 reads in flight: the SQ fills, the CQ overflows, and
 // nothing is lost. On epoll the same load simply runs.
 TEST_P(LoopTest, TinyRingFullSubmissionAndOverflowingCompletionQueues) {
-  EventLoop::Options o = options();
-  o.ring_entries = 2;
-  o.epoll_batch = 2;
-  EventLoop loop(o);
+  EventLoop loop(tiny_ring_options());
   constexpr int kPairs = 64;
   std::vector<std::pair<FileDescriptor, FileDescriptor>> pairs;
   int done = 0;
@@ -963,15 +934,7 @@ TEST_P(LoopTest, GatheringWriteOfMoreThanIovMaxBuffers) {
     wrote = true;
   });
   std::string got;
-  std::function<void()> read_more = [&] {
-    loop.read(b.get(), ByteBuffer::allocate(4096),
-              [&](std::error_code ec, std::size_t, ByteBuffer buf) {
-                ASSERT_FALSE(ec);
-                got += filled(buf);
-                if (got.size() < expected.size()) read_more();
-              });
-  };
-  read_more();
+  read_into(loop, b.get(), 4096, expected.size(), got);
   ASSERT_TRUE(run_until(loop, [&] { return wrote && got.size() == expected.size(); }));
   EXPECT_TRUE(got == expected);
   EXPECT_GE(loop.counters().gathering_writes, 4u);

@@ -12,7 +12,9 @@
 #include "../support/backends.hpp"
 #include "../support/fault_injection.hpp"
 #include "../support/loop_sockets.hpp"
+#include "../support/transport_scenarios.hpp"
 #include "../support/transport_sockets.hpp"
+#include "shim_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,11 +38,6 @@ namespace fi = niox::test::fault;
 
 namespace {
 
-// Whether the loop's I/O on this variant goes through libc (and so through the shim).
-bool shim_sees_loop(const BackendVariant& v) {
-  return v.kind == BackendKind::epoll || v.io_uring_readiness_only;
-}
-
 // Buffers of random sizes (zero-length ones included) over consecutive slices of `data`.
 std::vector<ByteBuffer> random_layout(std::span<const std::byte> data, std::mt19937_64& g) {
   std::vector<ByteBuffer> out;
@@ -54,15 +51,6 @@ std::vector<ByteBuffer> random_layout(std::span<const std::byte> data, std::mt19
   }
   return out;
 }
-
-// Every rule is disarmed after each test, before the descriptor check.
-class FdCountingTest : public DescriptorCheckedTest {
- protected:
-  void TearDown() override {
-    fi::disarm_all();
-    DescriptorCheckedTest::TearDown();
-  }
-};
 
 // ---- channels (synchronous; no backend) --------------------------------------------------
 
@@ -237,7 +225,7 @@ TEST_F(ChannelFaults, EnobufsOnADatagramSendIsAClearErrorAndTheNextSendWorks) {
 
 // ---- the loop, every backend -------------------------------------------------------------
 
-class LoopFaults : public FdCountingTest {};
+class LoopFaults : public DisarmingTest {};
 NIOX_INSTANTIATE_BACKENDS(LoopFaults);
 
 // Reads b until `want` bytes arrived, with buffers of varying size.
@@ -405,26 +393,19 @@ TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {
                });
   loop.sendmsg(tx.get(), second, to,
                [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
-  std::string got;
-  std::array<ByteBuffer, 1> in{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in,
-               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
-                   const SocketAddress&, int) {
-                 EXPECT_FALSE(ec);
-                 bufs[0].flip();
-                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-               });
-  ASSERT_TRUE(run_until(loop, [&] { return !got.empty() && !e2; }));
+  DatagramText received;
+  received.receive(loop, rx.get());
+  ASSERT_TRUE(run_until(loop, [&] { return !received.text().empty() && !e2; }));
   EXPECT_EQ(e1, std::errc::no_buffer_space);
   EXPECT_EQ(pos1, 0u);
-  EXPECT_EQ(got, "second");
+  EXPECT_EQ(received.text(), "second");
   loop.release(rx);
   loop.release(tx);
 }
 
 // ---- the transport, every backend --------------------------------------------------------
 
-class TransportFaults : public FdCountingTest {};
+class TransportFaults : public DisarmingTest {};
 NIOX_INSTANTIATE_BACKENDS(TransportFaults);
 
 TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
@@ -444,8 +425,7 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
     ctx.shutdown_output();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   fi::Armed shorts({.calls = fi::writes,
                     .local_port = addr.inet().port(),
                     .times = 0,
@@ -463,24 +443,9 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
 TEST_P(TransportFaults, EconnresetFailsEveryPendingWriteOnceAndFreesTheDescriptor) {
   bool via_shim = shim_sees_loop(GetParam());
   constexpr int kWrites = 200;
-  std::atomic<int> completions{0}, failures{0};
-  std::promise<void> queued, closed;
-  auto h = std::make_shared<LambdaHandler>();
-  h->on_active = [&](ChannelHandlerContext& ctx) {
-    auto payload = ByteBuffer::allocate(64 * 1024);
-    for (int i = 0; i < kWrites; ++i) {
-      ctx.write_and_flush(payload.duplicate()).add_listener([&](const std::error_code& ec) {
-        ++completions;
-        if (ec) ++failures;
-      });
-    }
-    ctx.channel().close_future().add_listener([&](const std::error_code&) { closed.set_value(); });
-    queued.set_value();
-  };
-  h->on_exception = [](ChannelHandlerContext&, std::exception_ptr) {};
+  PendingWrites pending(kWrites);
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, pending.handler());
   // The server's third write-side call (after two went out) is reset by the "peer".
   std::optional<fi::Armed> reset;
   if (via_shim)
@@ -490,22 +455,15 @@ TEST_P(TransportFaults, EconnresetFailsEveryPendingWriteOnceAndFreesTheDescripto
                            .times = 0,
                            .error = ECONNRESET});
   PeerSocket peer(addr);
-  auto q = queued.get_future();
-  wait_for(q);
+  pending.wait_queued();
   if (!via_shim) {  // io_uring proper: a real reset
     linger l{1, 0};
     ::setsockopt(peer.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
     peer.close();
   }
-  auto c = closed.get_future();
-  wait_for(c);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (completions.load() < kWrites && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(completions.load(), kWrites);  // each exactly once
-  EXPECT_GT(failures.load(), 0);
+  pending.wait_closed_and_completed();
+  EXPECT_EQ(pending.completions(), kWrites);  // each exactly once
+  EXPECT_GT(pending.failures(), 0);
   if (via_shim) {
     EXPECT_GE(reset->fired(), 1u);
   }

@@ -8,6 +8,7 @@
 #include "../support/fault_injection.hpp"
 #include "../support/loop_sockets.hpp"
 #include "../support/transport_sockets.hpp"
+#include "shim_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,18 +33,7 @@ namespace fi = niox::test::fault;
 
 namespace {
 
-bool shim_sees_loop(const BackendVariant& v) {
-  return v.kind == BackendKind::epoll || v.io_uring_readiness_only;
-}
-
-// Every rule is disarmed after each test, before the descriptor check.
-class LimitsTest : public DescriptorCheckedTest {
- protected:
-  void TearDown() override {
-    fi::disarm_all();
-    DescriptorCheckedTest::TearDown();
-  }
-};
+class LimitsTest : public DisarmingTest {};
 NIOX_INSTANTIATE_BACKENDS(LimitsTest);
 
 int highest_open_fd() {
@@ -148,10 +138,7 @@ TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
     FileDescriptor gone = loop_udp_socket();
     closed_port = local_port(gone.get());
   }
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  to.sin_port = htons(closed_port);
+  sockaddr_in to = loopback_sockaddr(closed_port);
   ASSERT_EQ(::connect(tx.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
   std::array<ByteBuffer, 1> out{ByteBuffer::wrap(std::string_view("nobody"))};
   std::optional<std::error_code> sent, received;
@@ -171,18 +158,11 @@ TEST_P(LimitsTest, UdpSendToAClosedPortIsEconnrefusedAndNotFatal) {
   sent.reset();
   loop.sendmsg(tx.get(), again, std::nullopt,
                [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { sent = ec; });
-  std::string got;
-  std::array<ByteBuffer, 1> in2{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in2,
-               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
-                   const SocketAddress&, int) {
-                 EXPECT_FALSE(ec);
-                 bufs[0].flip();
-                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-               });
-  ASSERT_TRUE(run_until(loop, [&] { return sent && !got.empty(); }));
+  DatagramText arrived;
+  arrived.receive(loop, rx.get());
+  ASSERT_TRUE(run_until(loop, [&] { return sent && !arrived.text().empty(); }));
   EXPECT_FALSE(*sent);
-  EXPECT_EQ(got, "somebody");
+  EXPECT_EQ(arrived.text(), "somebody");
   loop.close(std::move(rx));
   loop.close(std::move(tx));
 }
@@ -206,20 +186,13 @@ TEST_P(LimitsTest, UdpOversizeSendIsEmsgsizeAndNothingIsTaken) {
   std::array<ByteBuffer, 1> small{ByteBuffer::wrap(std::string_view("small"))};
   loop.sendmsg(tx.get(), small, to,
                [&](std::error_code ec, std::size_t, std::span<ByteBuffer>) { e2 = ec; });
-  std::string got;
-  std::array<ByteBuffer, 1> in{ByteBuffer::allocate(64)};
-  loop.recvmsg(rx.get(), in,
-               [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs,
-                   const SocketAddress&, int) {
-                 EXPECT_FALSE(ec);
-                 bufs[0].flip();
-                 got.assign(reinterpret_cast<const char*>(bufs[0].bytes().data()), n);
-               });
-  ASSERT_TRUE(run_until(loop, [&] { return e1 && e2 && !got.empty(); }));
+  DatagramText received;
+  received.receive(loop, rx.get());
+  ASSERT_TRUE(run_until(loop, [&] { return e1 && e2 && !received.text().empty(); }));
   EXPECT_EQ(*e1, std::errc::message_size);
   EXPECT_EQ(pos, 0u);
   EXPECT_FALSE(*e2);
-  EXPECT_EQ(got, "small");
+  EXPECT_EQ(received.text(), "small");
   loop.close(std::move(rx));
   loop.close(std::move(tx));
 }
@@ -260,10 +233,7 @@ TEST_P(LimitsTest, GatherOfMoreThanTwoGibibytesIsSplitAndCountedExactly) {
 // Short sends and receives on a ring of two entries with slow readers: every stream arrives
 // complete and in order (the remainders are resubmitted, never reordered or dropped).
 TEST_P(LimitsTest, TinyRingAndSlowReadersLoseNothing) {
-  EventLoop::Options o = options();
-  o.ring_entries = 2;
-  o.epoll_batch = 2;
-  EventLoop loop(o);
+  EventLoop loop(tiny_ring_options());
   constexpr int kPairs = 6;
   constexpr std::size_t kBytes = 600000;
   std::vector<std::pair<FileDescriptor, FileDescriptor>> pairs;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <niox/loop/event_loop.hpp>
+#include <niox/loop/event_loop_group.hpp>
 
 #include <gtest/gtest.h>
 
@@ -64,6 +65,21 @@ class BackendTest : public ::testing::TestWithParam<BackendVariant> {
     o.backend = GetParam().kind;
     o.io_uring_readiness_only = GetParam().io_uring_readiness_only;
     return o;
+  }
+  // options() with the smallest queues the backends take: a ring of two entries (a completion
+  // queue of four) and epoll batches of two.
+  EventLoop::Options tiny_ring_options() const {
+    EventLoop::Options o = options();
+    o.ring_entries = 2;
+    o.epoll_batch = 2;
+    return o;
+  }
+  // `threads` loops, each as options() makes them.
+  EventLoopGroup::Options group_options(std::size_t threads) const {
+    EventLoopGroup::Options g;
+    g.threads = threads;
+    g.loop = options();
+    return g;
   }
 };
 

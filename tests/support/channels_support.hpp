@@ -5,6 +5,8 @@
 #include <niox/channels/server_socket_channel.hpp>
 #include <niox/channels/socket_channel.hpp>
 
+#include "temp_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -45,29 +47,6 @@ class FdLeakCheck : public ::testing::Test {
 
  private:
   int fds_before_ = 0;
-};
-
-// A private directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "niox-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw std::system_error(errno, std::system_category(), "mkdtemp");
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
 };
 
 struct SocketPair {

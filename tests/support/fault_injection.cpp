@@ -116,6 +116,24 @@ ssize_t fail(int e) {
   return -1;
 }
 
+// readv and writev: the rule sees the whole vector; a short count cuts it.
+ssize_t vectored(ssize_t (*real)(int, const iovec*, int), Call call, int fd, const iovec* iov,
+                 int n) {
+  Decision d = decide(call, fd, n > 0 ? total(iov, static_cast<std::size_t>(n)) : 0);
+  if (d.error) return fail(d.error);
+  if (d.limit == 0) return real(fd, iov, n);
+  Truncated t(iov, static_cast<std::size_t>(n), d.limit);
+  return real(fd, t.iov.data(), static_cast<int>(t.n));
+}
+
+// `msg` with its iovecs cut to `t`.
+msghdr with_iov(const msghdr& msg, Truncated& t) {
+  msghdr copy = msg;
+  copy.msg_iov = t.iov.data();
+  copy.msg_iovlen = t.n;
+  return copy;
+}
+
 }  // namespace
 
 int arm(const Rule& rule) {
@@ -193,20 +211,12 @@ ssize_t send(int fd, const void* buf, size_t len, int flags) {
 
 ssize_t readv(int fd, const struct iovec* iov, int n) {
   static auto real = next<ssize_t (*)(int, const iovec*, int)>("readv");
-  Decision d = decide(call_readv, fd, n > 0 ? total(iov, static_cast<std::size_t>(n)) : 0);
-  if (d.error) return fail(d.error);
-  if (d.limit == 0) return real(fd, iov, n);
-  Truncated t(iov, static_cast<std::size_t>(n), d.limit);
-  return real(fd, t.iov.data(), static_cast<int>(t.n));
+  return vectored(real, call_readv, fd, iov, n);
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int n) {
   static auto real = next<ssize_t (*)(int, const iovec*, int)>("writev");
-  Decision d = decide(call_writev, fd, n > 0 ? total(iov, static_cast<std::size_t>(n)) : 0);
-  if (d.error) return fail(d.error);
-  if (d.limit == 0) return real(fd, iov, n);
-  Truncated t(iov, static_cast<std::size_t>(n), d.limit);
-  return real(fd, t.iov.data(), static_cast<int>(t.n));
+  return vectored(real, call_writev, fd, iov, n);
 }
 
 ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
@@ -215,9 +225,7 @@ ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
   if (d.error) return fail(d.error);
   if (d.limit == 0) return real(fd, msg, flags);
   Truncated t(msg->msg_iov, msg->msg_iovlen, d.limit);
-  msghdr copy = *msg;
-  copy.msg_iov = t.iov.data();
-  copy.msg_iovlen = t.n;
+  msghdr copy = with_iov(*msg, t);
   ssize_t r = real(fd, &copy, flags);
   msg->msg_namelen = copy.msg_namelen;
   msg->msg_controllen = copy.msg_controllen;
@@ -231,9 +239,7 @@ ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
   if (d.error) return fail(d.error);
   if (d.limit == 0) return real(fd, msg, flags);
   Truncated t(msg->msg_iov, msg->msg_iovlen, d.limit);
-  msghdr copy = *msg;
-  copy.msg_iov = t.iov.data();
-  copy.msg_iovlen = t.n;
+  msghdr copy = with_iov(*msg, t);
   return real(fd, &copy, flags);
 }
 

@@ -53,14 +53,21 @@ inline std::uint16_t local_port(int fd) {
   return ntohs(a.sin_port);
 }
 
+// 127.0.0.1:port (port 0: the kernel chooses one at bind).
+inline sockaddr_in loopback_sockaddr(std::uint16_t port = 0) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
 // A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
 inline FileDescriptor loop_tcp_listener() {
   FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a = loopback_sockaddr();
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::listen(fd.get(), 128) != 0) {
     ADD_FAILURE() << "listen: " << errno;
@@ -72,12 +79,19 @@ inline FileDescriptor loop_tcp_socket() {
   return FileDescriptor(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 }
 
+// A client of a loop_tcp_listener(): the connect is not waited for, the connection completes
+// in the listener's backlog.
+inline FileDescriptor loop_tcp_client(int listener) {
+  FileDescriptor fd = loop_tcp_socket();
+  sockaddr_in a = loopback_sockaddr(local_port(listener));
+  ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  return fd;
+}
+
 // A bound UDP socket on 127.0.0.1.
 inline FileDescriptor loop_udp_socket() {
   FileDescriptor fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a = loopback_sockaddr();
   ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
   return fd;
 }

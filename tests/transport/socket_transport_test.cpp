@@ -7,6 +7,7 @@
 #include <niox/transport/transport_error.hpp>
 
 #include "../support/loop_sockets.hpp"
+#include "../support/transport_scenarios.hpp"
 #include "../support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -102,9 +103,7 @@ TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
 // buffer exactly (the receive buffer shrinks to the message size after a few rounds).
 TEST_P(SocketTransportTest, PingPongEchoesEveryMessageWithoutWaitingForMore) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_echo(server);
   PeerSocket peer(addr);
   timeval tv{5, 0};
   ::setsockopt(peer.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -119,9 +118,7 @@ TEST_P(SocketTransportTest, PingPongEchoesEveryMessageWithoutWaitingForMore) {
 
 TEST_P(SocketTransportTest, BootstrapClientEchoesThroughItsPipeline) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_echo(server);
 
   EventLoopGroup client_group(TestServer::group_options(options(), 1));
   auto data = pseudo_random_bytes(300000, 99);
@@ -380,8 +377,7 @@ TEST_P(SocketTransportTest, GracefulShutdownDeliversEverythingQueuedThenFin) {
     ctx.shutdown_output();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();  // FIN after the last byte
   EXPECT_EQ(got.size(), data.size());
@@ -390,40 +386,18 @@ TEST_P(SocketTransportTest, GracefulShutdownDeliversEverythingQueuedThenFin) {
 }
 
 TEST_P(SocketTransportTest, PeerResetFailsEveryPendingWriteOnce) {
-  std::atomic<int> completions{0}, failures{0};
   constexpr int kWrites = 400;
-  std::promise<void> queued, closed;
-  auto h = std::make_shared<LambdaHandler>();
-  h->on_active = [&](ChannelHandlerContext& ctx) {
-    auto payload = ByteBuffer::allocate(64 * 1024);
-    for (int i = 0; i < kWrites; ++i) {
-      ctx.write_and_flush(payload.duplicate()).add_listener([&](const std::error_code& ec) {
-        ++completions;
-        if (ec) ++failures;
-      });
-    }
-    ctx.channel().close_future().add_listener([&](const std::error_code&) { closed.set_value(); });
-    queued.set_value();
-  };
-  h->on_exception = [](ChannelHandlerContext&, std::exception_ptr) {};
+  PendingWrites pending(kWrites);
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, pending.handler());
   PeerSocket peer(addr);
-  auto q = queued.get_future();
-  wait_for(q);
+  pending.wait_queued();
   linger l{1, 0};
   ::setsockopt(peer.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
   peer.close();  // RST
-  auto c = closed.get_future();
-  wait_for(c);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (completions.load() < kWrites && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(completions.load(), kWrites);  // each exactly once
-  EXPECT_GT(failures.load(), 0);
+  pending.wait_closed_and_completed();
+  EXPECT_EQ(pending.completions(), kWrites);  // each exactly once
+  EXPECT_GT(pending.failures(), 0);
 }
 
 TEST_P(SocketTransportTest, AbortiveCloseSendsReset) {
@@ -433,8 +407,7 @@ TEST_P(SocketTransportTest, AbortiveCloseSendsReset) {
         ->close_abortively();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   peer.send_all("x");
   try {
@@ -506,8 +479,7 @@ TEST_P(SocketTransportTest, FileRegionSendsTheFileAndFailsARegionLongerThanIt) {
     ctx.shutdown_output();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
   auto expect = concat({text_bytes("head"), content, text_bytes("tail")});
@@ -549,8 +521,7 @@ TEST_P(SocketTransportTest, HeaderInFrontOfAFileRegionWaitsToLeaveWithIt) {
     ctx.flush();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
   auto expect = concat({text_bytes("header"), content, text_bytes("plain")});
@@ -580,8 +551,7 @@ TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
     ctx.flush();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   auto r = region_result.get_future();
   EXPECT_EQ(wait_for(r), transport::Errc::file_region_truncated);
@@ -619,8 +589,7 @@ StalledRegion send_region_to_a_peer_that_waits(const EventLoop::Options& loop_op
   // A large send buffer, so that without the option the kernel would take megabytes.
   server.bootstrap().child_option(channel_option::so_sndbuf, 2 << 20);
   if (lowat) server.bootstrap().child_option(channel_option::tcp_notsent_lowat, *lowat);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   int small = 64 * 1024;
   ::setsockopt(peer.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -677,8 +646,7 @@ TEST_P(SocketTransportTest, FileRegionOverAUnixSocket) {
     ctx.shutdown_output();
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(UnixDomainSocketAddress((f.dir / "region.sock").string()));
+  SocketAddress addr = serve(server, h, UnixDomainSocketAddress((f.dir / "region.sock").string()));
   PeerSocket peer(addr);
   auto got = peer.recv_to_eof();
   ASSERT_EQ(got.size(), content.size() + 1);
@@ -704,8 +672,7 @@ TEST_P(SocketTransportTest, CloseFromInsideACallbackAndTwiceIsSafe) {
         [](const std::error_code& ec) { EXPECT_EQ(ec, transport::Errc::channel_closed); });
   };
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve(server, h);
   PeerSocket peer(addr);
   peer.send_all("x");
   auto got = peer.recv_to_eof();

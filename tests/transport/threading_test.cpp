@@ -6,6 +6,7 @@
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
+#include "../support/transport_scenarios.hpp"
 #include "../support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,17 @@ std::shared_ptr<ChannelHandler> counting(std::shared_ptr<Sink> sink) {
   h->on_read = [sink](ChannelHandlerContext&, Message m) { sink->add(m.readable_bytes()); };
   return h;
 }
+
+// A client bootstrap on a group of its own, with nothing in its pipelines.
+struct BareClient {
+  EventLoopGroup group;
+  Bootstrap bootstrap;
+
+  explicit BareClient(const EventLoop::Options& options)
+      : group(TestServer::group_options(options, 1)) {
+    bootstrap.group(group).handler(init([](Channel&) {}));
+  }
+};
 
 // A client on a group of its own, connected to `addr`, with one handler named `name`; the
 // handler's context is known once the channel is active.
@@ -132,13 +144,9 @@ struct AddedProbe : ChannelHandler {
 // their results and exceptions. From another loop's thread the wait is refused.
 TEST_P(ThreadingTest, PipelineAndConfigChangesFromAnotherThreadRunOnTheLoop) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-  EventLoopGroup client_group(TestServer::group_options(options(), 1));
-  Bootstrap b;
-  b.group(client_group).handler(init([](Channel&) {}));
-  auto ch = b.connect(addr).sync().channel();
+  SocketAddress addr = serve_echo(server);
+  BareClient client(options());
+  auto ch = client.bootstrap.connect(addr).sync().channel();
 
   auto probe = std::make_shared<AddedProbe>();
   ch->pipeline().add_last("probe", probe);
@@ -173,16 +181,14 @@ TEST_P(ThreadingTest, PipelineAndConfigChangesFromAnotherThreadRunOnTheLoop) {
   EXPECT_EQ(wait_for(g), "BlockingOperationException");
   ch->close().sync();
   ch.reset();
-  client_group.shutdown_gracefully();
+  client.group.shutdown_gracefully();
 }
 
 // A context whose handler was removed before the hop arrived: a write fails with
 // handler_removed (it never runs through a freed context), a close still closes.
 TEST_P(ThreadingTest, ContextOfARemovedHandlerFailsItsWriteCleanly) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_echo(server);
   ActiveClient client(options(), addr, "gone");
   ChannelHandlerContext* ctx = client.ctx;
   std::shared_ptr<Channel> ch = client.channel;
@@ -229,12 +235,10 @@ TEST_P(ThreadingTest, WaitingOnALoopThreadThrowsBlockingOperationException) {
   auto f = in_handler.get_future();
   EXPECT_EQ(wait_for(f), "BlockingOperationException");
 
-  EventLoopGroup client_group(TestServer::group_options(options(), 1));
-  Bootstrap b;
-  b.group(client_group).handler(init([](Channel&) {}));
+  BareClient client(options());
   std::promise<std::string> in_task;
-  client_group.next().execute([&] {
-    auto connected = b.connect(addr);
+  client.group.next().execute([&] {
+    auto connected = client.bootstrap.connect(addr);
     try {
       connected.sync();
       in_task.set_value("returned");
@@ -251,20 +255,16 @@ TEST_P(ThreadingTest, WaitingOnALoopThreadThrowsBlockingOperationException) {
   });
   auto g = in_task.get_future();
   EXPECT_EQ(wait_for(g), "BlockingOperationException");
-  client_group.shutdown_gracefully();
+  client.group.shutdown_gracefully();
 }
 
 // Off the loop, sync() waits and reports: success, and a failure as std::system_error or in
 // the error_code.
 TEST_P(ThreadingTest, SyncOffTheLoopWaitsForTheOutcome) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-  EventLoopGroup client_group(TestServer::group_options(options(), 1));
-  Bootstrap b;
-  b.group(client_group).handler(init([](Channel&) {}));
-  auto connected = b.connect(addr).sync();
+  SocketAddress addr = serve_echo(server);
+  BareClient client(options());
+  auto connected = client.bootstrap.connect(addr).sync();
   ASSERT_TRUE(connected.channel());
   EXPECT_TRUE(connected.channel()->is_active());
   ASSERT_TRUE(connected.channel()->remote_address());
@@ -276,10 +276,11 @@ TEST_P(ThreadingTest, SyncOffTheLoopWaitsForTheOutcome) {
   auto port = addr.inet().port();
   server.stop();
   std::error_code ec;
-  b.connect(InetSocketAddress::loopback_v4(port)).sync(ec);
+  client.bootstrap.connect(InetSocketAddress::loopback_v4(port)).sync(ec);
   EXPECT_EQ(ec, std::errc::connection_refused);
-  EXPECT_THROW(b.connect(InetSocketAddress::loopback_v4(port)).sync(), std::system_error);
-  client_group.shutdown_gracefully();
+  EXPECT_THROW(client.bootstrap.connect(InetSocketAddress::loopback_v4(port)).sync(),
+               std::system_error);
+  client.group.shutdown_gracefully();
 }
 
 // The bound port through Channel::local_address(), no downcast needed.
@@ -299,9 +300,7 @@ TEST_P(ThreadingTest, ServerChannelTellsItsBoundAddress) {
 // the calling thread, and nothing touches the dead loop (AddressSanitizer watches).
 TEST_P(ThreadingTest, ChannelThatOutlivesItsGroupFailsCleanly) {
   TestServer server(options(), 1);
-  server.bootstrap().child_handler(
-      init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_echo(server);
 
   std::shared_ptr<Channel> idle;  // nothing of it in the kernel: AUTO_READ off
   std::shared_ptr<Channel> reading;

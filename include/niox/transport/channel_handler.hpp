@@ -116,6 +116,11 @@ class ChannelHandlerContext {
   // there if the context has left the pipeline by then. False when the loop is gone.
   template <class Op, class Gone>
   bool on_loop(Op&& op, Gone&& gone);
+  // An operation completing `promise`: `op(ctx, promise)` at once on the loop thread, else
+  // through on_loop (`gone(channel, promise)` there instead); a dead loop fails the promise with
+  // channel_closed.
+  template <class Op, class Gone>
+  void promised(ChannelPromise promise, Op&& op, Gone&& gone);
 
   // Run this context's handler for an event, catching what it throws.
   void invoke_channel_active();

@@ -137,7 +137,14 @@ class ChannelPipeline {
                                    std::uint64_t serial) const noexcept;
   ChannelHandlerContext& get_context_or_throw(std::string_view name) const;
   std::string checked_name(std::string name);
-  void insert_after(ChannelHandlerContext* prev, std::unique_ptr<ChannelHandlerContext> ctx);
+  // A new context for `handler`, linked in after `prev`; its handler_added is not called yet.
+  ChannelHandlerContext* link_after(ChannelHandlerContext* prev, std::string name,
+                                    std::shared_ptr<ChannelHandler> handler);
+  void announce_added(ChannelHandlerContext& ctx);
+  // The add_* calls: `after` finds the neighbour on the loop thread, where the pipeline cannot
+  // change under it.
+  template <class After>
+  ChannelPipeline& add(After after, std::string name, std::shared_ptr<ChannelHandler> handler);
   std::shared_ptr<ChannelHandler> unlink(ChannelHandlerContext& ctx);
   void release_removed() noexcept;
   // Removes every user handler (handler_removed called), tail first. For channel teardown.

@@ -171,7 +171,13 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   }
 
  private:
+  // What every driving call ends with: the work it queued runs, and a failure in it surfaces.
+  void settle();
   void write_scripted(OutboundBuffer& out);
+  // One call of the pretend kernel, recorded: the bytes it took of `bytes`, or nothing when it
+  // took none (the write then waits for signal_writable()) or failed (the channel is told).
+  std::optional<std::size_t> scripted_call(OutboundBuffer& out, std::span<const iovec> iovecs,
+                                           std::size_t bytes);
 
   bool open_ = true;
   std::deque<Message> inbound_;

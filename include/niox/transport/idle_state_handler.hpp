@@ -67,6 +67,13 @@ class IdleStateHandler : public ChannelDuplexHandler {
   void all_timeout(ChannelHandlerContext& ctx);
   ScheduledFuture schedule(ChannelHandlerContext& ctx, Duration delay,
                            void (IdleStateHandler::*task)(ChannelHandlerContext&));
+  // The end of every timeout: with no time `left` the channel has been idle for the whole
+  // period, so `timer` starts a full one and the event fires (`first` only the first time);
+  // otherwise `timer` waits out what is left.
+  void fire_or_wait(ChannelHandlerContext& ctx, Duration left, Duration period,
+                    ScheduledFuture& timer,
+                    void (IdleStateHandler::*timeout)(ChannelHandlerContext&), IdleState state,
+                    bool& first);
 
   Duration reader_idle_;
   Duration writer_idle_;

@@ -1,5 +1,7 @@
 #include <niox/transport/codec/length_field_based_frame_decoder.hpp>
 
+#include "transport/codec/length_field.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,16 +16,7 @@ LengthFieldBasedFrameDecoder::LengthFieldBasedFrameDecoder(const Options& option
   if (o_.max_frame_length == 0) {
     throw IllegalArgumentException("max_frame_length must be a positive integer");
   }
-  switch (o_.length_field_length) {
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 8: break;
-    default:
-      throw IllegalArgumentException(fmt::format(
-          "length_field_length must be either 1, 2, 3, 4, or 8: {}", o_.length_field_length));
-  }
+  detail::check_length_field_length(o_.length_field_length);
   auto field = static_cast<std::size_t>(o_.length_field_length);
   if (o_.max_frame_length < field || o_.length_field_offset > o_.max_frame_length - field ||
       o_.max_frame_length > static_cast<std::size_t>(INT64_MAX)) {

@@ -1,6 +1,8 @@
 #include <niox/transport/channel.hpp>
 #include <niox/transport/codec/length_field_prepender.hpp>
 
+#include "transport/codec/length_field.hpp"
+
 #include <fmt/format.h>
 
 namespace niox {
@@ -12,16 +14,7 @@ LengthFieldPrepender::LengthFieldPrepender(int length_field_length, std::int64_t
       length_adjustment_(length_adjustment),
       includes_field_(length_includes_length_field_length),
       byte_order_(byte_order) {
-  switch (length_field_length) {
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 8: break;
-    default:
-      throw IllegalArgumentException(fmt::format(
-          "length_field_length must be either 1, 2, 3, 4, or 8: {}", length_field_length));
-  }
+  detail::check_length_field_length(length_field_length);
 }
 
 ByteBuffer LengthFieldPrepender::encode_header(std::size_t body_length) const {
