@@ -2,6 +2,7 @@
 #pragma once
 
 // buffer/: java.nio.ByteBuffer and gather/scatter helpers
+#include <niox/async/asynchronous_file_channel.hpp>
 #include <niox/async/asynchronous_socket_channel.hpp>
 #include <niox/async/spawn.hpp>
 #include <niox/async/task.hpp>

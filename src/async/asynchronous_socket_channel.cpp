@@ -15,19 +15,6 @@ FileDescriptor open_stream(ProtocolFamily family) {
   return FileDescriptor(Socket::open(detail::family_domain(family), SOCK_STREAM, true).fd());
 }
 
-// Closes `fd` through `loop` on its thread, or hands the close to it from another thread;
-// once the loop is gone nothing of it can be pending and the descriptor simply closes.
-void close_through(EventLoop* loop, const std::shared_ptr<detail::ExecutorLink>& link,
-                   FileDescriptor& fd) {
-  if (!fd.valid()) return;
-  if (link->in_event_loop()) {
-    loop->close(std::move(fd));
-    return;
-  }
-  Runnable r([loop, f = std::move(fd)]() mutable { loop->close(std::move(f)); });
-  link->execute(r);  // false: the loop is gone, and the Runnable closes f as it dies
-}
-
 void check(std::error_code ec, const char* what) {
   if (ec) throw std::system_error(ec, what);
 }
@@ -43,28 +30,6 @@ AsynchronousSocketChannel AsynchronousSocketChannel::adopt(EventLoop& loop, File
   detail::set_nonblocking(fd.get(), true, ec);
   check(ec, "adopt");
   return AsynchronousSocketChannel(loop, std::move(fd));
-}
-
-AsynchronousSocketChannel::AsynchronousSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept
-    : loop_(&loop), link_(loop.link()), fd_(std::move(fd)) {}
-
-AsynchronousSocketChannel& AsynchronousSocketChannel::operator=(
-    AsynchronousSocketChannel&& other) noexcept {
-  if (this != &other) {
-    close_through(loop_, link_, fd_);
-    loop_ = other.loop_;
-    link_ = std::move(other.link_);
-    fd_ = std::move(other.fd_);
-  }
-  return *this;
-}
-
-AsynchronousSocketChannel::~AsynchronousSocketChannel() {
-  if (link_) close_through(loop_, link_, fd_);
-}
-
-void AsynchronousSocketChannel::close() {
-  if (fd_.valid()) loop_->close(std::move(fd_));
 }
 
 AsynchronousSocketChannel& AsynchronousSocketChannel::bind(const SocketAddress& local) {
@@ -97,29 +62,6 @@ AsynchronousServerSocketChannel AsynchronousServerSocketChannel::open(EventLoop&
     server.set_option(StandardSocketOptions::so_reuseaddr, true);
   }
   return server;
-}
-
-AsynchronousServerSocketChannel::AsynchronousServerSocketChannel(EventLoop& loop,
-                                                                 FileDescriptor fd) noexcept
-    : loop_(&loop), link_(loop.link()), fd_(std::move(fd)) {}
-
-AsynchronousServerSocketChannel& AsynchronousServerSocketChannel::operator=(
-    AsynchronousServerSocketChannel&& other) noexcept {
-  if (this != &other) {
-    close_through(loop_, link_, fd_);
-    loop_ = other.loop_;
-    link_ = std::move(other.link_);
-    fd_ = std::move(other.fd_);
-  }
-  return *this;
-}
-
-AsynchronousServerSocketChannel::~AsynchronousServerSocketChannel() {
-  if (link_) close_through(loop_, link_, fd_);
-}
-
-void AsynchronousServerSocketChannel::close() {
-  if (fd_.valid()) loop_->close(std::move(fd_));
 }
 
 AsynchronousServerSocketChannel& AsynchronousServerSocketChannel::bind(const SocketAddress& local,

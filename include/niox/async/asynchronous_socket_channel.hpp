@@ -32,6 +32,7 @@
 // loop, or closes directly once the loop is gone).
 #pragma once
 
+#include <niox/async/detail/loop_descriptor.hpp>
 #include <niox/async/detail/loop_operation.hpp>
 #include <niox/async/task.hpp>
 #include <niox/base/file_descriptor.hpp>
@@ -56,7 +57,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   // The operations, defined first: the public members below return their awaitables.
   auto connect_op(const SocketAddress& remote, std::error_code* ec) {
     return detail::loop_operation<void>(
-        *loop_, "connect", ec,
+        fd_.loop(), "connect", ec,
         [fd = fd_.get(), remote](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.connect(fd, remote, [st](std::error_code e) { st->complete(e, 0); });
         },
@@ -64,7 +65,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   }
   auto read_op(ByteBuffer& dst, std::error_code* ec) {
     return detail::loop_operation<std::int64_t>(
-        *loop_, "read", ec,
+        fd_.loop(), "read", ec,
         [fd = fd_.get(), buf = dst](EventLoop& loop,
                                     const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.read(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
@@ -78,7 +79,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   }
   auto read_op(std::span<ByteBuffer> dsts, std::error_code* ec) {
     return detail::loop_operation<std::int64_t>(
-        *loop_, "read", ec,
+        fd_.loop(), "read", ec,
         [fd = fd_.get(), dsts](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.read(fd, std::span<const ByteBuffer>(dsts.data(), dsts.size()),
                            [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
@@ -92,7 +93,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   }
   auto write_op(ByteBuffer& src, std::error_code* ec) {
     return detail::loop_operation<std::size_t>(
-        *loop_, "write", ec,
+        fd_.loop(), "write", ec,
         [fd = fd_.get(), buf = src](EventLoop& loop,
                                     const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.write(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
@@ -106,7 +107,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   }
   auto write_op(std::span<ByteBuffer> srcs, std::error_code* ec) {
     return detail::loop_operation<std::size_t>(
-        *loop_, "write", ec,
+        fd_.loop(), "write", ec,
         [fd = fd_.get(), srcs](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.write(fd, std::span<const ByteBuffer>(srcs.data(), srcs.size()),
                             [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
@@ -132,12 +133,9 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   static AsynchronousSocketChannel adopt(EventLoop& loop, FileDescriptor fd);
 
   AsynchronousSocketChannel(AsynchronousSocketChannel&& other) noexcept = default;
-  AsynchronousSocketChannel& operator=(AsynchronousSocketChannel&& other) noexcept;
-  AsynchronousSocketChannel(const AsynchronousSocketChannel&) = delete;
-  AsynchronousSocketChannel& operator=(const AsynchronousSocketChannel&) = delete;
-  ~AsynchronousSocketChannel();
+  AsynchronousSocketChannel& operator=(AsynchronousSocketChannel&& other) noexcept = default;
 
-  EventLoop& loop() const noexcept { return *loop_; }
+  EventLoop& loop() const noexcept { return fd_.loop(); }
   bool is_open() const noexcept { return fd_.valid(); }
   int native_handle() const noexcept { return fd_.get(); }
 
@@ -176,22 +174,21 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
 
   // Aborts what is outstanding (those co_awaits end with operation_aborted) and closes the
   // socket through the loop. Loop thread only; a closed channel ignores it.
-  void close();
+  void close() { fd_.close(); }
 
  private:
   friend class AsynchronousServerSocketChannel;
-  AsynchronousSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept;
+  AsynchronousSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept
+      : fd_(loop, std::move(fd)) {}
 
-  EventLoop* loop_;
-  std::shared_ptr<detail::ExecutorLink> link_;  // null once moved from
-  FileDescriptor fd_;
+  detail::LoopDescriptor fd_;
 };
 
 class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousServerSocketChannel> {
  private:
   auto accept_op(EventLoop& to, std::error_code* ec) {
     return detail::loop_operation<AsynchronousSocketChannel>(
-        *loop_, "accept", ec,
+        fd_.loop(), "accept", ec,
         [fd = fd_.get()](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
           return loop.accept(fd, [st](std::error_code e, int conn) {
             st->fd.reset(conn);  // closed with the state when nobody takes it
@@ -210,10 +207,9 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
                                               ProtocolFamily family = ProtocolFamily::inet);
 
   AsynchronousServerSocketChannel(AsynchronousServerSocketChannel&&) noexcept = default;
-  AsynchronousServerSocketChannel& operator=(AsynchronousServerSocketChannel&&) noexcept;
-  ~AsynchronousServerSocketChannel();
+  AsynchronousServerSocketChannel& operator=(AsynchronousServerSocketChannel&&) noexcept = default;
 
-  EventLoop& loop() const noexcept { return *loop_; }
+  EventLoop& loop() const noexcept { return fd_.loop(); }
   bool is_open() const noexcept { return fd_.valid(); }
   int native_handle() const noexcept { return fd_.get(); }
 
@@ -223,8 +219,8 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
 
   // co_await accept(): the next connection, on this channel's loop. EMFILE and the like throw
   // (set ec) and leave this channel listening.
-  auto accept() { return accept_op(*loop_, nullptr); }
-  auto accept(std::error_code& ec) { return accept_op(*loop_, &ec); }
+  auto accept() { return accept_op(fd_.loop(), nullptr); }
+  auto accept(std::error_code& ec) { return accept_op(fd_.loop(), &ec); }
   // The same, the connection belonging to `to` (another loop of a group, say): its operations
   // run there. The accept itself runs on this channel's loop.
   auto accept(EventLoop& to) { return accept_op(to, nullptr); }
@@ -232,14 +228,13 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
 
   // Aborts a pending accept (it ends with operation_aborted) and closes the socket through the
   // loop. Loop thread only.
-  void close();
+  void close() { fd_.close(); }
 
  private:
-  AsynchronousServerSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept;
+  AsynchronousServerSocketChannel(EventLoop& loop, FileDescriptor fd) noexcept
+      : fd_(loop, std::move(fd)) {}
 
-  EventLoop* loop_;
-  std::shared_ptr<detail::ExecutorLink> link_;  // null once moved from
-  FileDescriptor fd_;
+  detail::LoopDescriptor fd_;
 };
 
 }  // namespace niox

@@ -1,6 +1,8 @@
-// AsynchronousSocketChannel / AsynchronousServerSocketChannel on every backend: each awaitable,
-// short reads, end of stream, scattering and gathering, error codes, cancellation from another
-// thread, timeouts, destroying a suspended task, and no allocation per operation once warm.
+// AsynchronousSocketChannel, AsynchronousServerSocketChannel and AsynchronousFileChannel on every
+// backend: each awaitable, short reads, end of stream, scattering and gathering, error codes,
+// cancellation from another thread, timeouts, destroying a suspended task, no allocation per
+// operation once warm, and 5,000 connection tasks at once.
+#include <niox/async/asynchronous_file_channel.hpp>
 #include <niox/async/asynchronous_socket_channel.hpp>
 #include <niox/async/spawn.hpp>
 #include <niox/async/task.hpp>
@@ -10,6 +12,7 @@
 
 #include "support/backends.hpp"
 #include "support/counting_new.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +25,8 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace niox {
@@ -287,6 +292,111 @@ TEST_P(AsyncSocketTest, DestroyingASuspendedTaskCancelsItsRead) {
     ByteBuffer one = ByteBuffer::allocate(1);
     EXPECT_EQ(co_await a.read(one), 1);  // the byte goes to the live read, not the dead one
     EXPECT_FALSE(resumed);
+  };
+  sync_wait(body());
+}
+
+TEST_P(AsyncSocketTest, NoAllocationPerOperationOnceWarm) {
+  auto body = [&]() -> Task<std::size_t> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer out = ByteBuffer::allocate(128), in = ByteBuffer::allocate(128);
+    auto round = [&]() -> Task<void> {
+      out.clear();
+      co_await b.write(out);
+      in.clear();
+      while (in.has_remaining()) co_await a.read(in);
+    };
+    for (int i = 0; i < 200; ++i) co_await round();  // warms the pools and caches
+    test::allocations = 0;
+    test::counting = true;  // this thread: the loop's, where every operation runs
+    for (int i = 0; i < 1000; ++i) co_await round();
+    test::counting = false;
+    co_return test::allocations;
+  };
+  EXPECT_EQ(sync_wait(body()), 0u);
+}
+
+// 5,000 connection tasks at once: 10,000 descriptors in this process, each client task
+// connecting, writing and reading its echo concurrently with all the others.
+TEST_P(AsyncSocketTest, FiveThousandConcurrentConnectionTasks) {
+  constexpr int n = 5000;
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_cur < 2 * n + 200) {
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 2 * n + 200);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < 2 * n + 200) GTEST_SKIP() << "RLIMIT_NOFILE " << lim.rlim_cur << " < 10,200";
+  auto body = [&]() -> Task<std::size_t> {
+    co_await resume_on(loop());
+    auto server = AsynchronousServerSocketChannel::open(loop());
+    server.bind(InetSocketAddress::loopback_v4(0), 4096);
+    const SocketAddress at = *server.local_address();
+    TaskGroup echoes;
+    auto echo = [](AsynchronousSocketChannel ch) -> Task<void> {
+      ByteBuffer buf = ByteBuffer::allocate(64);
+      std::error_code ec;
+      while (co_await ch.read(buf, ec) > 0) {
+        buf.flip();
+        co_await ch.write(buf, ec);
+        buf.clear();
+      }
+    };
+    auto acceptor = [&]() -> Task<void> {
+      for (int i = 0; i < n; ++i) echoes.spawn(echo(co_await server.accept()));
+    };
+    auto client = [&](int i) -> Task<std::size_t> {
+      auto ch = AsynchronousSocketChannel::open(loop());
+      co_await ch.connect(at);
+      std::string msg = "connection " + std::to_string(i);
+      ByteBuffer out = bytes_of(msg);
+      co_await ch.write(out);
+      ch.shutdown_output();
+      ByteBuffer in = ByteBuffer::allocate(64);
+      while (co_await ch.read(in) > 0) {
+      }
+      co_return text_of(in) == msg ? 1 : 0;
+    };
+    std::vector<Task<std::size_t>> clients;
+    for (int i = 0; i < n; ++i) clients.push_back(client(i));
+    echoes.spawn(acceptor());
+    std::vector<std::size_t> ok = co_await when_all(std::move(clients));
+    co_await echoes.join();
+    std::size_t sum = 0;
+    for (std::size_t v : ok) sum += v;
+    co_return sum;
+  };
+  EXPECT_EQ(sync_wait(body()), static_cast<std::size_t>(n));
+}
+
+TEST_P(AsyncSocketTest, FileChannelReadsAndWritesAtPositions) {
+  test::TempDir dir;
+  const auto path = dir.path() / "async-file.bin";
+  auto body = [&]() -> Task<void> {
+    co_await resume_on(loop());
+    auto f = AsynchronousFileChannel::open(
+        loop(), path, OpenOption::read | OpenOption::write | OpenOption::create);
+    ByteBuffer hello = bytes_of("hello ");
+    std::array<ByteBuffer, 2> tail{bytes_of("asynchronous "), bytes_of("world")};
+    EXPECT_EQ(co_await f.write(hello, 0), 6);
+    EXPECT_EQ(co_await f.write(tail, 6), 18);  // gathering
+    EXPECT_EQ(hello.remaining() + tail[0].remaining() + tail[1].remaining(), 0u);
+    EXPECT_EQ(f.size(), 24u);
+    std::array<ByteBuffer, 2> into{ByteBuffer::allocate(6), ByteBuffer::allocate(100)};
+    EXPECT_EQ(co_await f.read(into, 0), 24);  // scattering; short at the end of the file
+    EXPECT_EQ(text_of(into[0]), "hello ");
+    EXPECT_EQ(text_of(into[1]), "asynchronous world");
+    ByteBuffer past = ByteBuffer::allocate(8);
+    EXPECT_EQ(co_await f.read(past, 24), -1);  // at the end
+    EXPECT_EQ(co_await f.read(past, 1000), -1);
+    ByteBuffer mid = ByteBuffer::allocate(5);
+    EXPECT_EQ(co_await f.read(mid, 19), 5);
+    EXPECT_EQ(text_of(mid), "world");
+    f.close();
+    std::error_code ec;
+    ByteBuffer again = ByteBuffer::allocate(1);
+    co_await f.read(again, 0, ec);  // a closed channel: EBADF, no exception
+    EXPECT_TRUE(ec);
   };
   sync_wait(body());
 }
