@@ -5,9 +5,9 @@ using namespace niox;
 
 Task<void> echo(AsynchronousSocketChannel ch) {
   auto buf = ByteBuffer::allocate(4096);
-  while (co_await ch.read(buf) > 0) {            // -1 at end of stream
+  while (co_await ch.read(buf) > 0) {  // -1 at end of stream
     buf.flip();
-    co_await ch.write(buf);                      // every remaining byte
+    co_await ch.write(buf);  // every remaining byte
     buf.clear();
   }
 }
@@ -15,11 +15,12 @@ Task<void> echo(AsynchronousSocketChannel ch) {
 Task<void> client(EventLoop& loop, SocketAddress server) {
   auto ch = AsynchronousSocketChannel::open(loop);
   co_await ch.connect(server);
-  auto out = ByteBuffer::wrap("hello, coroutines");
+  auto out = ByteBuffer::wrap(std::string_view("hello, coroutines"));
   co_await ch.write(out);
   ch.shutdown_output();
   auto in = ByteBuffer::allocate(64);
-  while (co_await ch.read(in) > 0) {}
+  while (co_await ch.read(in) > 0) {
+  }
   in.flip();
   fmt::print("echoed: {}\n", in.string_view());
 }

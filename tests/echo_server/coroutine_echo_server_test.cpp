@@ -30,8 +30,9 @@ class CoroutineEchoServer : public ::testing::TestWithParam<BackendKind> {
   }
   // Starts the server on a free loopback port and returns the port (0 if it did not start).
   std::uint16_t start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{NIOX_COROUTINE_ECHO_SERVER_PROGRAM, "--port", "0", "--bind",
-                                  "127.0.0.1", "--backend", std::string(to_string(GetParam()))};
+    std::vector<std::string> argv{
+        NIOX_COROUTINE_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1", "--backend",
+        std::string(to_string(GetParam()))};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_.emplace(argv);
     auto line = server_->read_line(std::chrono::seconds(20));
@@ -40,7 +41,8 @@ class CoroutineEchoServer : public ::testing::TestWithParam<BackendKind> {
       return 0;
     }
     EXPECT_NE(line->find(std::string(to_string(GetParam()))), std::string::npos) << *line;
-    return static_cast<std::uint16_t>(std::stoi(line->substr(std::string("listening on 127.0.0.1:").size())));
+    return static_cast<std::uint16_t>(
+        std::stoi(line->substr(std::string("listening on 127.0.0.1:").size())));
   }
   std::optional<test::ChildProcess> server_;
 };
