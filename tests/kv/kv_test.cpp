@@ -3,6 +3,7 @@
 #include "kv_client.hpp"
 #include "kv_server.hpp"
 #include "support/backends.hpp"
+#include "support/child_process.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <niox/transport/bootstrap.hpp>
@@ -385,3 +386,25 @@ TEST(KvServerArgs, DefaultsEveryOptionAndBadValues) {
 NIOX_INSTANTIATE_BACKENDS(KvTest);
 
 }  // namespace
+
+#ifdef NIOX_COROUTINE_KV_CLIENT_PROGRAM
+// niox-coroutine-kv-client against the same server: a value it puts is read back by KvClient,
+// and its `check` pipelines hundreds of puts and gets with when_all and verifies each value.
+TEST_P(KvTest, TheCoroutineClientPipelinesAgainstTheServer) {
+  const std::string to = "127.0.0.1:" + std::to_string(address().inet().port());
+  test::ChildProcess put({NIOX_COROUTINE_KV_CLIENT_PROGRAM, "--to", to, "put", "co", "routine"});
+  EXPECT_EQ(put.wait(), 0) << put.read_stderr();
+  kv::KvClient client(*group_, address());
+  EXPECT_EQ(text(client.get("co").get().value), "routine");
+  test::ChildProcess get({NIOX_COROUTINE_KV_CLIENT_PROGRAM, "--to", to, "get", "co"});
+  EXPECT_EQ(get.read_line().value_or(""), "routine");
+  EXPECT_EQ(get.wait(), 0);
+  test::ChildProcess missing({NIOX_COROUTINE_KV_CLIENT_PROGRAM, "--to", to, "get", "nothing"});
+  EXPECT_EQ(missing.wait(), 1);
+  test::ChildProcess check({NIOX_COROUTINE_KV_CLIENT_PROGRAM, "--to", to, "check", "500"});
+  EXPECT_EQ(check.read_line().value_or(""),
+            "500 puts and 500 gets pipelined, every value verified");
+  EXPECT_EQ(check.wait(), 0) << check.read_stderr();
+  EXPECT_EQ(text(client.get("key-499").get().value), "value-499");
+}
+#endif
