@@ -70,7 +70,9 @@ class AsynchronousFileChannel {
 
   // co_await read(dst, position): bytes read into dst's [position, limit) from the file at
   // `position` (fewer near the end), 0 if dst has no room, -1 at or past the end of the file.
-  auto read(ByteBuffer& dst, std::uint64_t position) { return at<true>({&dst, 1}, position, nullptr); }
+  auto read(ByteBuffer& dst, std::uint64_t position) {
+    return at<true>({&dst, 1}, position, nullptr);
+  }
   auto read(ByteBuffer& dst, std::uint64_t position, std::error_code& ec) {
     return at<true>({&dst, 1}, position, &ec);
   }
