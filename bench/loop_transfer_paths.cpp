@@ -116,11 +116,12 @@ int main(int argc, char** argv) {
   std::function<void()> fill;
   std::function<void(std::size_t)> drain;
   if (method == "sendfile") {
-    loop.transfer_to(file, 0, total, out, [&](std::error_code ec, std::size_t n) {
-      failed = static_cast<bool>(ec);
-      sent = n;
-      loop.stop();
-    });
+    loop.transfer_to(file, 0, total, out,
+                     [&](std::error_code ec, std::size_t n, niox::TransferPath) {
+                       failed = static_cast<bool>(ec);
+                       sent = n;
+                       loop.stop();
+                     });
   } else {
     // file -> pipe (up to a chunk), then pipe -> socket until the pipe is empty, repeat.
     drain = [&](std::size_t in_pipe) {

@@ -157,7 +157,7 @@ class Sender {
       return;
     }
     loop_.transfer_to(plan_.fd.get(), static_cast<std::int64_t>(sent_), n, fd_.get(),
-                      [this](std::error_code ec, std::size_t done) {
+                      [this](std::error_code ec, std::size_t done, TransferPath) {
                         if (finished_) return;
                         sent_ += done;
                         if (ec) {
