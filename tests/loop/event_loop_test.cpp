@@ -406,23 +406,6 @@ TEST_P(LoopTest, FileWriteAtAndReadAtWithManyBuffers) {
   ASSERT_TRUE(run_until(loop, [&] { return eof; }));
 }
 
-TEST_P(LoopTest, SpliceFromPipeToSocket) {
-  EventLoop loop(options());
-  auto [pr, pw] = test::loop_pipe();
-  auto [a, b] = test::loop_socket_pair();
-  ASSERT_EQ(::write(pw.get(), "spliced!", 8), 8);
-  std::size_t moved = 0;
-  loop.splice(pr.get(), -1, a.get(), -1, 64, [&](std::error_code ec, std::size_t n) {
-    EXPECT_FALSE(ec) << ec.message();
-    moved = n;
-  });
-  ASSERT_TRUE(run_until(loop, [&] { return moved != 0; }));
-  EXPECT_EQ(moved, 8u);
-  char buf[16];
-  EXPECT_EQ(::read(b.get(), buf, sizeof buf), 8);
-  EXPECT_EQ(std::string(buf, 8), "spliced!");
-}
-
 TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   EventLoop loop(options());
   FileDescriptor file = test::loop_temp_file();

@@ -25,9 +25,10 @@
 // pooled operation object: once the pool is warm, starting and completing an operation
 // allocates nothing (handlers capturing more than 64 bytes take one heap block).
 //
-// Ordering.  Per descriptor, reads (read, recvmsg, transfer_from out of it) complete in the order
-// they were started, and so do writes (write, sendmsg, splice or transfer_to into it): a loop keeps one read and
-// one write in the kernel per descriptor and starts the next when the previous one finishes.
+// Ordering.  Per descriptor, reads (read, recvmsg, transfer_from out of it) complete in the
+// order they were started, and so do writes (write, sendmsg, transfer_to into it): a loop keeps
+// one read and one write in the kernel per descriptor and starts the next when the previous one
+// finishes.
 // write() completes when every remaining byte is written (or with the error that stopped it);
 // read() completes as soon as some bytes arrived. End of stream is a read completing with 0
 // bytes and no error.
@@ -49,7 +50,7 @@
 // handler gets operation_aborted once, later, when the kernel has let go of the buffers), then
 // closes it, so that no stale completion ever touches a new descriptor that gets the same
 // number. release(const FileDescriptor&) does the same aborts and forgets the descriptor, which
-// stays open and the caller's (to hand it to another library). A splice or transfer_to belongs to its
+// stays open and the caller's (to hand it to another library). A transfer_to belongs to its
 // output descriptor and a transfer_from to its socket: closing that one aborts it, closing the
 // file does not (the file must stay open until the handler has run). Closing the loop
 // (destructor or shutdown) aborts everything the same way and closes no caller's descriptor.
@@ -131,7 +132,6 @@ enum class OpKind : std::uint8_t {
   poll,
   read_at,
   write_at,
-  splice,
   transfer_to,
   transfer_from,
   timer,
@@ -327,18 +327,6 @@ class EventLoop final : public Executor {
     a.many = bufs;
     return start(a, wrap_many(std::forward<H>(handler)));
   }
-  // One splice of up to `length` bytes (one side must be a pipe; offset -1 = none);
-  // handler(ec, n). Ordered with the writes of fd_out.
-  template <class H>
-  OperationHandle splice(int fd_in, std::int64_t offset_in, int fd_out, std::int64_t offset_out,
-                         std::size_t length, H&& handler) {
-    detail::OpArgs a{detail::OpKind::splice, fd_in};
-    a.offset = offset_in;
-    a.fd_out = fd_out;
-    a.offset_out = offset_out;
-    a.length = length;
-    return start(a, wrap_count(std::forward<H>(handler)));
-  }
   // FileChannel.transferTo on the loop: `count` bytes of the file from `position` (>= 0; the
   // file's own position is neither used nor moved) to out_fd at its current position, zero-copy:
   // copy_file_range when out_fd is a regular file, sendfile for a socket or pipe, a copy through
@@ -430,10 +418,6 @@ class EventLoop final : public Executor {
   template <class H>
   static detail::CompletionFn wrap_fd(H&& handler) {
     return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.value); };
-  }
-  template <class H>
-  static detail::CompletionFn wrap_count(H&& handler) {
-    return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.bytes); };
   }
   template <class H>
   static detail::CompletionFn wrap_transfer(H&& handler) {

@@ -49,15 +49,15 @@ struct OpFamily {
 
 extern const OpFamily read_family, write_family, accept_family, accept_multishot_family,
     connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family, write_at_family,
-    splice_family, transfer_to_family, transfer_from_family, timer_family;
+    transfer_to_family, transfer_from_family, timer_family;
 
 inline const OpFamily& family_of(OpKind kind) noexcept {
   static constexpr const OpFamily* by_kind[] = {
       // OpKind's order
-      &read_family,          &write_family,    &accept_family,  &accept_multishot_family,
-      &connect_family,       &recvmsg_family,  &sendmsg_family, &poll_family,
-      &read_at_family,       &write_at_family, &splice_family,  &transfer_to_family,
-      &transfer_from_family, &timer_family,
+      &read_family,    &write_family,    &accept_family,      &accept_multishot_family,
+      &connect_family, &recvmsg_family,  &sendmsg_family,     &poll_family,
+      &read_at_family, &write_at_family, &transfer_to_family, &transfer_from_family,
+      &timer_family,
   };
   return *by_kind[static_cast<std::size_t>(kind)];
 }

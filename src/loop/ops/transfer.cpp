@@ -3,9 +3,10 @@
 // readiness until `length` bytes moved. transfer_to belongs to its output and is ordered with
 // its writes; transfer_from belongs to its socket and is ordered with its reads.
 //
-// Neither has an SQE, on purpose: measured with bench/loop_transfer_paths (256 MiB file to a
-// loopback TCP socket), IORING_OP_SPLICE pairs through a 1 MiB pipe moved the data no faster
-// and cost about 1.7x the sender CPU per GB of sendfile on readiness.
+// Neither has an SQE, on purpose: measured with bench/loop_transfer_paths when it still had a
+// splice method (256 MiB file to a loopback TCP socket), IORING_OP_SPLICE pairs through a 1 MiB
+// pipe moved the data no faster and cost about 1.7x the sender CPU per GB of sendfile on
+// readiness.
 #include "loop/ops/family.hpp"
 
 namespace niox::detail {
