@@ -100,11 +100,12 @@ void TransferEngine::start(int in, std::int64_t in_offset, int out, std::int64_t
   const int out_flags = ::fcntl(out, F_GETFL);
   const bool out_append = out_flags >= 0 && (out_flags & O_APPEND) != 0;
 
-  TransferPaths suits =
-      static_cast<unsigned>(TransferPath::splice) | static_cast<unsigned>(TransferPath::copy);
-  // copy_file_range refuses O_APPEND targets with EBADF, not with an error that falls back.
+  TransferPaths suits = static_cast<unsigned>(TransferPath::copy);
+  // copy_file_range refuses O_APPEND targets with EBADF, not with an error that falls back;
+  // splice refuses them only once the bytes are in the pipe, gone from a stream source.
   if (in_regular && out_regular && !out_append)
     suits |= static_cast<unsigned>(TransferPath::copy_file_range);
+  if (!out_append) suits |= static_cast<unsigned>(TransferPath::splice);
   // sendfile writes at the output's own position, never at an offset.
   if (!out_at_offset_) suits |= static_cast<unsigned>(TransferPath::sendfile);
   left_ = allowed & suits;

@@ -4,7 +4,7 @@
 //
 // The planner: copy_file_range (both regular files), else sendfile (a regular file into
 // anything, at the output's own position), else splice (directly when one side is a pipe,
-// else through a SplicePipe), else a copy through a user buffer. A path that cannot start
+// else through a SplicePipe; never into an O_APPEND file), else a copy through a user buffer. A path that cannot start
 // (EINVAL, ENOSYS, EXDEV, EOPNOTSUPP before it moved a byte) hands over to the next allowed
 // one; once a path has moved bytes its errors end the transfer.
 #pragma once
