@@ -19,10 +19,29 @@ off_t to_off_checked(std::uint64_t v) {
   return static_cast<off_t>(v);
 }
 
-// Steps the engine until it is done or cannot go on now. An error is reported only when nothing
-// moved, or when bytes that left a stream were lost; otherwise the next call meets it again.
-TransferResult run(detail::TransferEngine& engine, std::error_code& ec) {
+// Clears ec, or sets EBADF for a closed channel, which has nothing to transfer.
+bool closed(const FileChannel& channel, std::error_code& ec) {
+  ec.clear();
+  if (channel.is_open()) return false;
+  ec = std::make_error_code(std::errc::bad_file_descriptor);
+  return true;
+}
+
+// Steps the engine from in to out until it is done or cannot go on now, with a splice pipe of
+// this call's own. An error is reported only when nothing moved, or when bytes that left a
+// stream were lost; otherwise the next call meets it again. EBADF when the other channel has
+// no descriptor.
+TransferResult run(int in, std::int64_t in_offset, int out, std::int64_t out_offset,
+                   std::uint64_t count, TransferPaths allowed, std::error_code& ec) {
   TransferResult r;
+  if (in < 0 || out < 0) {
+    ec = std::make_error_code(std::errc::bad_file_descriptor);
+    return r;
+  }
+  detail::SplicePipe pipe;
+  detail::TransferEngine engine;
+  engine.start(in, in_offset, out, out_offset, count, allowed, pipe,
+               detail::TransferEngine::Mode::blocking_caller);
   detail::TransferStep s;
   do {
     s = engine.step();
@@ -50,31 +69,18 @@ TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t co
 TransferResult FileChannel::transfer_to(std::uint64_t position, std::uint64_t count,
                                         WritableByteChannel& target, std::error_code& ec,
                                         TransferPaths allowed) {
-  ec.clear();
   TransferResult r;
-  if (!is_open()) {
-    ec = std::make_error_code(std::errc::bad_file_descriptor);
-    return r;
-  }
+  if (closed(*this, ec)) return r;
   if (!readable_) throw NonReadableChannelException();
   const std::uint64_t file_size = size();
   if (position >= file_size || count == 0) {
     r.end_of_input = count > 0;
     return r;
   }
-  const int out = target.native_handle();
-  if (out < 0) {
-    ec = std::make_error_code(std::errc::bad_file_descriptor);
-    return r;
-  }
   const std::uint64_t want = std::min(count, file_size - position);
   // sendfile and splice raise SIGPIPE on a closed socket or pipe; they have no MSG_NOSIGNAL.
   detail::SigpipeBlock no_sigpipe;
-  detail::SplicePipe pipe;
-  detail::TransferEngine engine;
-  engine.start(fd(), to_off_checked(position), out, -1, want, allowed, pipe,
-               detail::TransferEngine::Mode::blocking_caller);
-  r = run(engine, ec);
+  r = run(fd(), to_off_checked(position), target.native_handle(), -1, want, allowed, ec);
   if (want < count && r.bytes == want) r.end_of_input = true;
   return r;
 }
@@ -90,26 +96,13 @@ TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint
 TransferResult FileChannel::transfer_from(ReadableByteChannel& source, std::uint64_t position,
                                           std::uint64_t count, std::error_code& ec,
                                           TransferPaths allowed) {
-  ec.clear();
   TransferResult r;
-  if (!is_open()) {
-    ec = std::make_error_code(std::errc::bad_file_descriptor);
-    return r;
-  }
+  if (closed(*this, ec)) return r;
   if (!writable_) throw NonWritableChannelException();
   if (count == 0) {
     return r;
   }
-  const int in = source.native_handle();
-  if (in < 0) {
-    ec = std::make_error_code(std::errc::bad_file_descriptor);
-    return r;
-  }
-  detail::SplicePipe pipe;
-  detail::TransferEngine engine;
-  engine.start(in, -1, fd(), to_off_checked(position), count, allowed, pipe,
-               detail::TransferEngine::Mode::blocking_caller);
-  return run(engine, ec);
+  return run(source.native_handle(), -1, fd(), to_off_checked(position), count, allowed, ec);
 }
 
 }  // namespace niox
