@@ -330,10 +330,7 @@ class Receiver {
           sender_answered();
           if (ending_) return;
           if (ec || n == 0) {
-            rx_.abort();
-            finish(report(exit_failed,
-                          "reading the header: " +
-                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+            sender_gone("reading the header", ec);
             return;
           }
           b.flip();
@@ -399,14 +396,9 @@ class Receiver {
             ec.clear();
           }
           if (ec == LoopError::end_of_file || connection_broke(ec)) {
-            // The sender went away (or the stream broke) before the whole body arrived.
-            rx_.abort();
-            finish(report(
-                exit_failed,
-                "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
-                    std::to_string(rx_.header().size) + " bytes: " +
-                    (ec == LoopError::end_of_file ? make_error_code(TransferErrc::truncated) : ec)
-                        .message()));
+            sender_gone("the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
+                            std::to_string(rx_.header().size) + " bytes",
+                        ec == LoopError::end_of_file ? std::error_code() : ec);
             return;
           }
           if (ec) {
@@ -429,6 +421,14 @@ class Receiver {
         }));
   }
 
+  // The stream ended (no ec) or broke while the receiver was `doing` something: the transfer
+  // is over without a file, and nobody is left to tell.
+  void sender_gone(const std::string& doing, std::error_code ec) {
+    rx_.abort();
+    finish(report(exit_failed,
+                  doing + ": " + (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+  }
+
   // What ends a transfer_from on the socket's side rather than the file's.
   static bool connection_broke(std::error_code ec) {
     return ec == std::errc::connection_reset || ec == std::errc::connection_aborted ||
@@ -439,26 +439,22 @@ class Receiver {
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    waiting_for_sender(loop_.read(
-        fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
-        [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-          sender_answered();
-          if (ending_) return;
-          if (ec || n == 0) {
-            rx_.abort();
-            finish(report(exit_failed,
-                          "reading the checksum after the body: " +
-                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
-            return;
-          }
-          b.flip();
-          rx_.on_trailer_bytes(b);
-          if (rx_.phase() == TransferReceiver::Phase::trailer) {
-            read_trailer();
-          } else {
-            verify();
-          }
-        }));
+    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
+                                  [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+                                    sender_answered();
+                                    if (ending_) return;
+                                    if (ec || n == 0) {
+                                      sender_gone("reading the checksum after the body", ec);
+                                      return;
+                                    }
+                                    b.flip();
+                                    rx_.on_trailer_bytes(b);
+                                    if (rx_.phase() == TransferReceiver::Phase::trailer) {
+                                      read_trailer();
+                                    } else {
+                                      verify();
+                                    }
+                                  }));
   }
 
   void verify() {
