@@ -1,11 +1,8 @@
-// File-to-socket on the EventLoop: transfer_to (sendfile when the socket is writable) against
-// splice through a pipe (file -> pipe -> socket, two splice operations per chunk: io_uring's
-// native SPLICE, or splice(2) on epoll). A reader thread drains the socket and checks every byte.
-// Reports MB/s and the process CPU per GB spent outside the reader thread (loop thread plus
-// any io_uring workers).
+// File-to-socket on the EventLoop: one transfer_to (sendfile when the socket is writable). A
+// reader thread drains the socket and checks every byte. Reports MB/s and the process CPU per GB
+// spent outside the reader thread (loop thread plus any io_uring workers).
 //
-//   niox_loop_transfer_paths [--backend io_uring|epoll] [--mib 256] [--method sendfile|splice]
-//                            [--chunk-kib 1024]
+//   niox_loop_transfer_paths [--backend io_uring|epoll] [--mib 256]
 #include <niox/loop/event_loop.hpp>
 
 #include <atomic>
@@ -14,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -44,18 +40,13 @@ std::uint8_t byte_at(std::uint64_t k) { return static_cast<std::uint8_t>(k * 265
 
 int main(int argc, char** argv) {
   niox::EventLoop::Options options;
-  std::size_t mib = 256, chunk = 1 << 20;
-  std::string method = "sendfile";
+  std::size_t mib = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view k = argv[i], v = argv[i + 1];
     if (k == "--backend")
       options.backend = v == "epoll" ? niox::BackendKind::epoll : niox::BackendKind::io_uring;
     else if (k == "--mib")
       mib = std::strtoul(argv[i + 1], nullptr, 10);
-    else if (k == "--method")
-      method = v;
-    else if (k == "--chunk-kib")
-      chunk = std::strtoul(argv[i + 1], nullptr, 10) * 1024;
   }
   const std::uint64_t total = static_cast<std::uint64_t>(mib) << 20;
 
@@ -104,65 +95,26 @@ int main(int argc, char** argv) {
   });
 
   niox::EventLoop loop(options);
-  int pipes[2] = {-1, -1};
-  if (method == "splice") {
-    ::pipe2(pipes, O_CLOEXEC);
-    ::fcntl(pipes[1], F_SETPIPE_SZ, static_cast<int>(chunk));
-  }
   std::uint64_t sent = 0;
   bool failed = false;
   double cpu0 = process_cpu();
   auto t0 = std::chrono::steady_clock::now();
-  std::function<void()> fill;
-  std::function<void(std::size_t)> drain;
-  if (method == "sendfile") {
-    loop.transfer_to(file, 0, total, out, [&](std::error_code ec, std::size_t n) {
-      failed = static_cast<bool>(ec);
-      sent = n;
-      loop.stop();
-    });
-  } else {
-    // file -> pipe (up to a chunk), then pipe -> socket until the pipe is empty, repeat.
-    drain = [&](std::size_t in_pipe) {
-      loop.splice(pipes[0], -1, out, -1, in_pipe, [&, in_pipe](std::error_code ec, std::size_t n) {
-        if (ec || n == 0) {
-          failed = true;
-          return loop.stop();
-        }
-        sent += n;
-        if (n < in_pipe) return drain(in_pipe - n);
-        if (sent == total) return loop.stop();
-        fill();
-      });
-    };
-    fill = [&] {
-      std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, total - sent));
-      loop.splice(file, static_cast<std::int64_t>(sent), pipes[1], -1, want,
-                  [&](std::error_code ec, std::size_t n) {
-                    if (ec || n == 0) {
-                      failed = true;
-                      return loop.stop();
-                    }
-                    drain(n);
-                  });
-    };
-    fill();
-  }
+  loop.transfer_to(file, 0, total, out,
+                   [&](std::error_code ec, std::size_t n, niox::TransferPath path) {
+                     failed = ec || path != niox::TransferPath::sendfile;
+                     sent = n;
+                     loop.stop();
+                   });
   loop.run();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ::shutdown(out, SHUT_WR);
   reader.join();
   double cpu = process_cpu() - cpu0 - reader_cpu.load();
-  fmt::print(
-      "backend={} method={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
-      loop.backend(), method, mib, secs, total / secs / 1e6, cpu / (total / 1e9),
-      !failed && !corrupt && sent == total);
+  fmt::print("backend={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
+             loop.backend(), mib, secs, total / secs / 1e6, cpu / (total / 1e9),
+             !failed && !corrupt && sent == total);
   loop.close(niox::FileDescriptor(out));
   ::close(in);
   ::close(file);
-  if (pipes[0] >= 0) {
-    ::close(pipes[0]);
-    ::close(pipes[1]);
-  }
   return failed || corrupt ? 1 : 0;
 }

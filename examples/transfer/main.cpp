@@ -4,8 +4,9 @@
 //   niox-transfer send FILE --to HOST:PORT     sends FILE, exits once the receiver verified it
 //
 // Zero-copy at both ends, all on one niox EventLoop: the sender's body leaves by
-// EventLoop::transfer_to (sendfile); the receiver splices socket → pipe → file at the body's
-// offset, so no body byte is copied through user space. The protocol (header, checksum, naming
+// EventLoop::transfer_to (sendfile); the receiver's arrives by EventLoop::transfer_from (socket →
+// the loop's pipe → file at the body's offset, splice), so no body byte is copied through user
+// space. The protocol (header, checksum, naming
 // the file only once verified) is TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
@@ -43,7 +44,7 @@ namespace {
 using namespace niox;
 using namespace niox::transfer;
 
-constexpr std::size_t chunk = 1 << 20;  // per transfer_to/splice: progress granularity
+constexpr std::size_t chunk = 1 << 20;  // per transfer_to/transfer_from: progress granularity
 // How long a receiver that refused a transfer keeps reading (and dropping) what the sender still
 // sends, so that its verdict is read rather than cut off by a reset. See Receiver::reply.
 constexpr std::chrono::seconds linger_time{5};
@@ -157,7 +158,7 @@ class Sender {
       return;
     }
     loop_.transfer_to(plan_.fd.get(), static_cast<std::int64_t>(sent_), n, fd_.get(),
-                      [this](std::error_code ec, std::size_t done) {
+                      [this](std::error_code ec, std::size_t done, TransferPath) {
                         if (finished_) return;
                         sent_ += done;
                         if (ec) {
@@ -303,17 +304,6 @@ class Receiver {
         max_size_(max_size) {}
 
   int run() {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-      die("pipe2: " + std::error_code(errno, std::system_category()).message());
-    }
-    pipe_r_.reset(p[0]);
-    pipe_w_.reset(p[1]);
-    // A pipe holds 64 KiB by default: each splice pair would move at most that. A larger pipe
-    // (up to the system's pipe-max-size) moves a whole chunk per pair.
-    for (int size = static_cast<int>(chunk); size >= 64 * 1024; size /= 2) {
-      if (::fcntl(pipe_w_.get(), F_SETPIPE_SZ, size) >= 0) break;
-    }
     loop_.accept(listen_fd_.get(), [this](std::error_code ec, int fd) {
       if (ending_) return;
       if (ec) {
@@ -326,8 +316,6 @@ class Receiver {
     });
     loop_.run();
     if (fd_) loop_.close(std::move(fd_));
-    loop_.close(std::move(pipe_r_));
-    loop_.close(std::move(pipe_w_));
     loop_.close(std::move(listen_fd_));
     // Whatever is still pending ends here (operation_aborted), while this object is alive.
     loop_.shutdown();
@@ -342,10 +330,7 @@ class Receiver {
           sender_answered();
           if (ending_) return;
           if (ec || n == 0) {
-            rx_.abort();
-            finish(report(exit_failed,
-                          "reading the header: " +
-                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+            sender_gone("reading the header", ec);
             return;
           }
           b.flip();
@@ -375,7 +360,8 @@ class Receiver {
         }));
   }
 
-  // socket → pipe, then pipe → file at the body offset, until the body is complete.
+  // A chunk at a time straight from the socket into the file at the body offset, until the body
+  // is complete.
   void receive_body() {
     progress_->update(rx_.body_offset());
     if (rx_.body_remaining() == 0) {
@@ -392,76 +378,83 @@ class Receiver {
     }
     std::size_t want =
         static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
-    waiting_for_sender(loop_.splice(
-        fd_.get(), -1, pipe_w_.get(), -1, want, [this](std::error_code ec, std::size_t n) {
+    in_body_ = true;
+    waiting_for_sender(loop_.transfer_from(
+        fd_.get(), rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), want,
+        [this](std::error_code ec, std::size_t n, TransferPath) {
           sender_answered();
+          in_body_ = false;
           if (ending_) return;
-          if (ec || n == 0) {
-            // The sender went away (or the stream broke) before the whole body arrived.
-            rx_.abort();
-            finish(report(exit_failed,
-                          "the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
-                              std::to_string(rx_.header().size) + " bytes: " +
-                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+          rx_.on_body_spliced(n);
+          if (std::exchange(probing_, false) && ec == operation_aborted()) {
+            // Stopped by the idle timer to see whether anything arrived during the chunk.
+            if (n == 0) {
+              time_out_idle();
+              return;
+            }
+            arm_idle(timeouts_.idle);
+            ec.clear();
+          }
+          if (ec == LoopError::end_of_file || connection_broke(ec)) {
+            sender_gone("the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
+                            std::to_string(rx_.header().size) + " bytes",
+                        ec == LoopError::end_of_file ? std::error_code() : ec);
             return;
           }
-          drain_pipe(n);
+          if (ec) {
+            give_up(TransferStatus::write_failed, no_room(ec) ? exit_no_room : exit_failed,
+                    "writing the file: " + ec.message());
+            return;
+          }
+          // Hash what landed while it is still in the CPU's cache, so that little or nothing is
+          // left to verify once the body is complete (each hash maps).
+          if (rx_.body_offset() - rx_.bytes_hashed() >= chunk) {
+            std::error_code hash_ec;
+            rx_.hash_received(SIZE_MAX, hash_ec);
+            if (hash_ec) {
+              give_up(TransferStatus::write_failed, exit_failed,
+                      "reading back the file: " + hash_ec.message());
+              return;
+            }
+          }
+          receive_body();
         }));
   }
 
-  void drain_pipe(std::size_t left) {
-    loop_.splice(pipe_r_.get(), -1, rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), left,
-                 [this, left](std::error_code ec, std::size_t n) {
-                   if (ending_) return;
-                   if (ec || n == 0) {
-                     if (!ec) ec = std::make_error_code(std::errc::io_error);
-                     give_up(TransferStatus::write_failed, no_room(ec) ? exit_no_room : exit_failed,
-                             "writing the file: " + ec.message());
-                     return;
-                   }
-                   rx_.on_body_spliced(n);
-                   if (n < left) {
-                     drain_pipe(left - n);
-                     return;
-                   }
-                   // Hash what landed while it is still in the CPU's cache, so that little or
-                   // nothing is left to verify once the body is complete; a chunk at a time,
-                   // since a splice may bring only what the socket held (each hash maps).
-                   if (rx_.body_offset() - rx_.bytes_hashed() >= chunk) {
-                     std::error_code hash_ec;
-                     rx_.hash_received(SIZE_MAX, hash_ec);
-                     if (hash_ec) {
-                       give_up(TransferStatus::write_failed, exit_failed,
-                               "reading back the file: " + hash_ec.message());
-                       return;
-                     }
-                   }
-                   receive_body();
-                 });
+  // The stream ended (no ec) or broke while the receiver was `doing` something: the transfer
+  // is over without a file, and nobody is left to tell.
+  void sender_gone(const std::string& doing, std::error_code ec) {
+    rx_.abort();
+    finish(report(exit_failed,
+                  doing + ": " + (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+  }
+
+  // What ends a transfer_from on the socket's side rather than the file's.
+  static bool connection_broke(std::error_code ec) {
+    return ec == std::errc::connection_reset || ec == std::errc::connection_aborted ||
+           ec == std::errc::broken_pipe || ec == std::errc::not_connected ||
+           ec == std::errc::timed_out || ec == std::errc::host_unreachable ||
+           ec == std::errc::network_unreachable || ec == std::errc::network_reset;
   }
 
   // The checksum trailer (flag_checksum_trailer) after the body.
   void read_trailer() {
-    waiting_for_sender(loop_.read(
-        fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
-        [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-          sender_answered();
-          if (ending_) return;
-          if (ec || n == 0) {
-            rx_.abort();
-            finish(report(exit_failed,
-                          "reading the checksum after the body: " +
-                              (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
-            return;
-          }
-          b.flip();
-          rx_.on_trailer_bytes(b);
-          if (rx_.phase() == TransferReceiver::Phase::trailer) {
-            read_trailer();
-          } else {
-            verify();
-          }
-        }));
+    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
+                                  [this](std::error_code ec, std::size_t n, ByteBuffer b) {
+                                    sender_answered();
+                                    if (ending_) return;
+                                    if (ec || n == 0) {
+                                      sender_gone("reading the checksum after the body", ec);
+                                      return;
+                                    }
+                                    b.flip();
+                                    rx_.on_trailer_bytes(b);
+                                    if (rx_.phase() == TransferReceiver::Phase::trailer) {
+                                      read_trailer();
+                                    } else {
+                                      verify();
+                                    }
+                                  }));
   }
 
   void verify() {
@@ -521,8 +514,10 @@ class Receiver {
 
   // ---- timeouts ----
   // The header timer runs from the connection until the header is complete; then the idle
-  // timer, which counts only while the receiver waits for the sender (a read or a splice from
-  // the socket in flight), not while it writes or hashes.
+  // timer, which counts only while the receiver waits for the sender (a read or a body chunk
+  // from the socket in flight), not while it hashes. A body chunk completes only once all of it
+  // is stored: when the idle time has passed during one, the timer stops it to learn whether
+  // anything arrived, and the idle time counts afresh if so.
 
   void waiting_for_sender(OperationHandle op) {
     sender_op_ = op;
@@ -559,13 +554,23 @@ class Receiver {
         arm_idle(timeouts_.idle - waited);
         return;
       }
-      const std::string after = rx_.phase() == TransferReceiver::Phase::trailer
-                                    ? "the body, waiting for its checksum"
-                                    : std::to_string(rx_.body_offset()) + " of " +
-                                          std::to_string(rx_.header().size) + " bytes";
-      time_out(exit_idle_timeout,
-               "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
+      if (in_body_) {
+        // Its handler decides; if it has finished already, it goes on and so does the timer.
+        probing_ = loop_.cancel(sender_op_);
+        if (!probing_) arm_idle(timeouts_.idle);
+        return;
+      }
+      time_out_idle();
     });
+  }
+
+  void time_out_idle() {
+    const std::string after = rx_.phase() == TransferReceiver::Phase::trailer
+                                  ? "the body, waiting for its checksum"
+                                  : std::to_string(rx_.body_offset()) + " of " +
+                                        std::to_string(rx_.header().size) + " bytes";
+    time_out(exit_idle_timeout,
+             "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
   }
 
   void stop_timer() {
@@ -650,15 +655,15 @@ class Receiver {
   std::uint64_t max_size_;
   std::unique_ptr<ProgressReporter> progress_;
   FileDescriptor fd_;  // the sender's connection
-  FileDescriptor pipe_r_;
-  FileDescriptor pipe_w_;
   int status_ = exit_failed;
   bool ending_ = false;    // the transfer is over (refused, failed or verified): its handlers stop
   bool stopped_ = false;   // the loop is stopping
   ScheduledFuture timer_;  // the header timer, then the idle timer
   bool idle_active_ = false;
-  OperationHandle sender_op_;  // the read or splice from the socket in flight
+  OperationHandle sender_op_;  // the read or body chunk from the socket in flight
   bool waiting_ = false;
+  bool in_body_ = false;  // sender_op_ is a body chunk (a transfer_from)
+  bool probing_ = false;  // the idle timer stopped it to see what arrived
   Clock::time_point waiting_since_{};
   bool lingering_ = false;
   std::function<void()> after_linger_;

@@ -53,15 +53,10 @@ std::string random_suffix() {
 
 }  // namespace
 
-OutputFile::OutputFile(OutputFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      final_path_(std::move(other.final_path_)),
-      temp_path_(std::move(other.temp_path_)) {}
-
 OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
   if (this != &other) {
     discard();
-    fd_ = std::exchange(other.fd_, -1);
+    fd_ = std::move(other.fd_);
     final_path_ = std::move(other.final_path_);
     temp_path_ = std::move(other.temp_path_);
   }
@@ -82,26 +77,25 @@ OutputFile OutputFile::create(const std::string& destination, std::string_view n
   }
   const std::string dir = parent_of(out.final_path_);
   if (allow_tmpfile) {
-    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      out.fd_ = fd;
+    std::error_code open_ec;
+    out.fd_ = FileDescriptor::open(dir, O_TMPFILE | O_RDWR, 0644, open_ec);
+    if (out.fd_) {
       return out;
     }
     // EOPNOTSUPP: the file system has no O_TMPFILE; EISDIR: the kernel predates it.
-    if (errno != EOPNOTSUPP && errno != EISDIR) {
-      ec.assign(errno, std::system_category());
+    if (open_ec.value() != EOPNOTSUPP && open_ec.value() != EISDIR) {
+      ec.assign(open_ec.value(), std::system_category());
       return {};
     }
   }
   std::string temp = out.final_path_ + ".niox-part-XXXXXX";
-  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) {
+  out.fd_.reset(::mkostemp(temp.data(), O_CLOEXEC));
+  if (!out.fd_) {
     ec.assign(errno, std::system_category());
     return {};
   }
   // mkostemp creates 0600; give it the mode a new file would get.
-  ::fchmod(fd, 0644 & ~current_umask());
-  out.fd_ = fd;
+  ::fchmod(out.fd_.get(), 0644 & ~current_umask());
   out.temp_path_ = std::move(temp);
   return out;
 }
@@ -134,7 +128,7 @@ std::string OutputFile::destination_problem(const std::string& destination) {
 }
 
 std::error_code OutputFile::reserve(std::uint64_t offset, std::uint64_t length) noexcept {
-  if (fd_ < 0) {
+  if (!fd_) {
     return std::make_error_code(std::errc::bad_file_descriptor);
   }
   if (length == 0) {
@@ -142,7 +136,7 @@ std::error_code OutputFile::reserve(std::uint64_t offset, std::uint64_t length) 
   }
   int rc;
   do {
-    rc = ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+    rc = ::fallocate(fd_.get(), 0, static_cast<off_t>(offset), static_cast<off_t>(length));
   } while (rc != 0 && errno == EINTR);
   if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
     return {errno, std::system_category()};
@@ -153,7 +147,7 @@ std::error_code OutputFile::reserve(std::uint64_t offset, std::uint64_t length) 
 std::uint64_t OutputFile::available_space(std::error_code& ec) const noexcept {
   ec.clear();
   struct statvfs v {};
-  if (::fstatvfs(fd_, &v) != 0) {
+  if (::fstatvfs(fd_.get(), &v) != 0) {
     ec.assign(errno, std::system_category());
     return 0;
   }
@@ -162,7 +156,7 @@ std::uint64_t OutputFile::available_space(std::error_code& ec) const noexcept {
 
 void OutputFile::commit(std::error_code& ec) {
   ec.clear();
-  if (fd_ < 0) {
+  if (!fd_) {
     ec = std::make_error_code(std::errc::bad_file_descriptor);
     return;
   }
@@ -175,7 +169,7 @@ void OutputFile::commit(std::error_code& ec) {
   } else {
     // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc/self/fd link works for anyone
     // (open(2), O_TMPFILE).
-    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_.get());
     if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, final_path_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
       if (errno != EEXIST) {
         ec.assign(errno, std::system_category());
@@ -202,7 +196,7 @@ void OutputFile::commit(std::error_code& ec) {
       }
     }
   }
-  ::close(std::exchange(fd_, -1));
+  fd_.reset();
 }
 
 void OutputFile::discard() noexcept {
@@ -210,9 +204,7 @@ void OutputFile::discard() noexcept {
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
   }
-  if (fd_ >= 0) {
-    ::close(std::exchange(fd_, -1));
-  }
+  fd_.reset();
 }
 
 }  // namespace niox::transfer

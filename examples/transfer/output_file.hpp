@@ -12,6 +12,8 @@
 // durability against power loss is the caller's choice (fsync(fd()) first).
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,7 +24,8 @@ namespace niox::transfer {
 class OutputFile {
  public:
   OutputFile() noexcept = default;
-  OutputFile(OutputFile&& other) noexcept;
+  OutputFile(OutputFile&& other) noexcept = default;
+  // Discards this object's file first, then takes over `other`'s.
   OutputFile& operator=(OutputFile&& other) noexcept;
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -41,9 +44,9 @@ class OutputFile {
   // checking a destination at start-up rather than when the first transfer arrives.
   static std::string destination_problem(const std::string& destination);
 
-  // Opened for reading and writing (O_RDWR | O_CLOEXEC: the receiver hashes what it wrote);
-  // -1 once committed or discarded.
-  int fd() const noexcept { return fd_; }
+  // Opened for reading and writing (O_RDWR | O_CLOEXEC: the receiver hashes what it wrote),
+  // owned by this object and lent: valid until commit() or discard() closes it, -1 after.
+  int fd() const noexcept { return fd_.get(); }
   // The path the file gets on commit().
   const std::string& path() const noexcept { return final_path_; }
   bool is_nameless() const noexcept { return temp_path_.empty(); }
@@ -61,7 +64,7 @@ class OutputFile {
   void discard() noexcept;
 
  private:
-  int fd_ = -1;
+  FileDescriptor fd_;
   std::string final_path_;
   std::string temp_path_;  // empty for an O_TMPFILE file
 };

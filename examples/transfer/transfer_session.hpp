@@ -17,7 +17,7 @@
 //   rx.on_body_bytes(buf);                         // body bytes that came with the header
 //   while (rx.body_remaining() > 0) {
 //     rx.reserve_body();                           // the next part, a step ahead of what arrived
-//     n = splice(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n);
+//     n = transfer_from(socket -> rx.fd() at rx.body_offset()); rx.on_body_spliced(n);
 //   }
 //   while (rx.phase() == Phase::trailer) { read rx.trailer_missing() bytes; rx.on_trailer_bytes(buf); }
 //   write(encode_reply(rx.finish(ec)));            // verifies, then names or removes the file
@@ -120,7 +120,8 @@ class TransferReceiver {
   // Body phase: writes body bytes that arrived in memory at body_offset(), up to
   // body_remaining() (advancing `in` by what was used; anything beyond the body is left).
   std::error_code on_body_bytes(ByteBuffer& in);
-  // Body phase: `n` bytes were written straight into fd() at body_offset() (splice).
+  // Body phase: `n` bytes were written straight into fd() at body_offset() (by splice, as
+  // EventLoop::transfer_from does).
   void on_body_spliced(std::uint64_t n) noexcept;
   // Trailer phase: takes up to trailer_missing() bytes from `in` (advancing it); once the
   // trailer is complete the checksum is known and the phase is verifying.

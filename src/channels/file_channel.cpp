@@ -36,16 +36,6 @@ std::int64_t or_throw(const char* what, Io&& io) {
 }
 }  // namespace
 
-std::string_view to_string(TransferPath path) noexcept {
-  switch (path) {
-    case TransferPath::copy_file_range: return "copy_file_range";
-    case TransferPath::sendfile: return "sendfile";
-    case TransferPath::splice: return "splice";
-    case TransferPath::copy: return "copy";
-  }
-  return "?";
-}
-
 // ---- FileLock -----------------------------------------------------------------------------
 
 FileLock::FileLock(FileLock&& other) noexcept

@@ -50,7 +50,7 @@ void EpollBackend::forget_fd(int fd) {
   if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
   Fd& f = fds_[fd];
   if (f.registered) ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
-  // Operations of other descriptors parked here (a splice's input) retry and see the closed fd.
+  // Operations of other descriptors parked here (a transfer's file) retry and see the closed fd.
   wake_list(f.in);
   wake_list(f.out);
   wake_list(f.any);

@@ -300,7 +300,7 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   }
   op->fd_is_socket = fd_state(op->fd).is_socket;
   op->lane = family.lane;
-  op->home_fd = family.descriptors == 2 ? a.fd_out : a.fd;
+  op->home_fd = family.descriptors == 2 && !family.belongs_to_input ? a.fd_out : a.fd;
   link(op);
   int l = static_cast<int>(op->lane);
   if (op->lane == Lane::none || fds_[op->home_fd].lane_head[l] == op) {

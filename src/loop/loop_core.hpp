@@ -72,6 +72,8 @@ class LoopCore {
   void hand(Operation& op, Completion& c) noexcept;
   // Whether the last read of the operation's descriptor drained it; nullptr once detached.
   bool* read_drained(const Operation& op) noexcept;
+  // The pipe pair every transfer_from splices through, one at a time (each step empties it).
+  SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
 
  private:
   struct FdState {
@@ -109,6 +111,8 @@ class LoopCore {
   void self_wake() noexcept;
 
   EventLoop::Options options_;
+  // Before ops_: an operation's engine may still discard the pipe as it is destroyed.
+  SplicePipe transfer_pipe_;
   std::unique_ptr<Backend> backend_;
   std::vector<std::unique_ptr<Operation>> ops_;
   Operation* free_ = nullptr;

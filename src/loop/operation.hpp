@@ -3,6 +3,8 @@
 
 #include <niox/loop/event_loop.hpp>
 
+#include "channels/transfer_engine.hpp"
+
 #include <cassert>
 #include <chrono>
 #include <cstdint>
@@ -60,8 +62,8 @@ struct Operation {
 
   int fd = -1;
   int fd_out = -1;
-  int home_fd =
-      -1;  // whose lanes and close() it belongs to (fd_out for splice/transfer_to); -1: detached
+  // Whose lanes and close() it belongs to (fd_out for transfer_to); -1: detached.
+  int home_fd = -1;
   std::int64_t offset = -1;
   std::int64_t offset_out = -1;
   std::size_t length = 0;
@@ -79,6 +81,7 @@ struct Operation {
   socklen_t addrlen = 0;
   std::vector<int> accepted;  // multishot: descriptors not yet handed to the handler
   unsigned ticks = 0;         // periodic timer: firings not yet handed to the handler
+  TransferEngine transfer;    // transfer_to, transfer_from (its copy buffer kept across reuse)
 
   std::chrono::steady_clock::time_point deadline{};
   std::chrono::nanoseconds period{};

@@ -310,10 +310,11 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
       writing_ = true;
       set_write_pending(true);
       more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushes what was held
-      loop_->transfer_to(
-          r.fd(), static_cast<std::int64_t>(r.next_offset()),
-          static_cast<std::size_t>(r.remaining()), fd_.get(),
-          [s = self()](std::error_code ec, std::size_t n) { s->on_file_written(ec, n); });
+      loop_->transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
+                         static_cast<std::size_t>(r.remaining()), fd_.get(),
+                         [s = self()](std::error_code ec, std::size_t n, TransferPath) {
+                           s->on_file_written(ec, n);
+                         });
       return;
     }
     writing_ = true;

@@ -244,6 +244,42 @@ TEST_F(TransferTest, IntoAppendModeFile) {
   EXPECT_EQ(checksum_until_eof(all).checksum, sum);
 }
 
+// splice refuses an O_APPEND output only after the bytes left the socket for the pipe: the
+// transfer must not start there and lose them, but go by the copy loop from the first byte.
+TEST_F(TransferTest, FromASocketIntoAnAppendModeFile) {
+  constexpr std::uint64_t size = 2 * MiB + 5;
+  auto sum = make_file(dir_ / "src", size, 10);
+  auto src = FileChannel::open(dir_ / "src", OpenOption::read);
+  {
+    auto out = FileChannel::open(dir_ / "log", OpenOption::write | OpenOption::create);
+    auto head = ByteBuffer::wrap(std::string_view("head"));
+    out.write(head);
+  }
+  auto out = FileChannel::open(dir_ / "log", OpenOption::append);
+  auto pair = test::tcp_pair();
+  std::thread sender([&] {
+    src.transfer_to(0, size, pair.client);
+    pair.client.shutdown_output();
+  });
+  std::uint64_t done = 0;
+  TransferResult r;
+  std::error_code ec;
+  while (!r.end_of_input && !ec) {
+    r = out.transfer_from(pair.server, 4 + done, size + 1 - done, ec);
+    done += r.bytes;
+  }
+  EXPECT_FALSE(ec) << ec.message();
+  if (ec) pair.server.close();  // the sender stops too
+  sender.join();
+  EXPECT_EQ(done, size);
+  EXPECT_EQ(r.path, TransferPath::copy);
+  EXPECT_EQ(out.size(), size + 4);
+  out.close();
+  auto all = FileChannel::open(dir_ / "log", OpenOption::read);
+  all.position(4);
+  EXPECT_EQ(checksum_until_eof(all).checksum, sum);
+}
+
 TEST_F(TransferTest, NonBlockingSocketTakesWhatItCan) {
   constexpr std::uint64_t size = 16 * MiB;
   auto sum = make_file(dir_ / "nb", size, 6);

@@ -398,23 +398,6 @@ TEST_P(LoopTest, FileWriteAtAndReadAtWithManyBuffers) {
   ASSERT_TRUE(run_until(loop, [&] { return eof; }));
 }
 
-TEST_P(LoopTest, SpliceFromPipeToSocket) {
-  EventLoop loop(options());
-  auto [pr, pw] = test::loop_pipe();
-  auto [a, b] = test::loop_socket_pair();
-  ASSERT_EQ(::write(pw.get(), "spliced!", 8), 8);
-  std::size_t moved = 0;
-  loop.splice(pr.get(), -1, a.get(), -1, 64, [&](std::error_code ec, std::size_t n) {
-    EXPECT_FALSE(ec) << ec.message();
-    moved = n;
-  });
-  ASSERT_TRUE(run_until(loop, [&] { return moved != 0; }));
-  EXPECT_EQ(moved, 8u);
-  char buf[16];
-  EXPECT_EQ(::read(b.get(), buf, sizeof buf), 8);
-  EXPECT_EQ(std::string(buf, 8), "spliced!");
-}
-
 TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   EventLoop loop(options());
   FileDescriptor file = test::loop_temp_file();
@@ -426,7 +409,8 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   std::size_t sent = 0;
   bool done = false;
   loop.transfer_to(file.get(), 1000, content.size() - 1000, a.get(),
-                   [&](std::error_code ec, std::size_t n) {
+                   [&](std::error_code ec, std::size_t n, TransferPath path) {
+                     EXPECT_EQ(path, TransferPath::sendfile);
                      EXPECT_FALSE(ec) << ec.message();
                      sent = n;
                      done = true;
@@ -441,7 +425,7 @@ TEST_P(LoopTest, TransferFileToSocketAndPastEndOfFile) {
   std::size_t n_past = 0;
   done = false;
   loop.transfer_to(file.get(), content.size() - 10, 100, a.get(),
-                   [&](std::error_code ec, std::size_t n) {
+                   [&](std::error_code ec, std::size_t n, TransferPath) {
                      past = ec;
                      n_past = n;
                      done = true;
@@ -481,7 +465,7 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   ASSERT_EQ(::pwrite(file.get(), body.data(), body.size(), 0), static_cast<ssize_t>(body.size()));
   bool sent = false;
   loop.transfer_to(file.get(), 0, body.size(), client.get(),
-                   [&](std::error_code ec, std::size_t n) {
+                   [&](std::error_code ec, std::size_t n, TransferPath) {
                      EXPECT_FALSE(ec);
                      EXPECT_EQ(n, body.size());
                      sent = true;
@@ -967,7 +951,7 @@ TEST_P(LoopTest, BadDescriptorsCompleteWithAnError) {
   std::error_code r1, r2;
   loop.read(-1, ByteBuffer::allocate(4),
             [&](std::error_code ec, std::size_t, ByteBuffer) { r1 = ec; });
-  loop.transfer_to(-1, 0, 10, -1, [&](std::error_code ec, std::size_t) { r2 = ec; });
+  loop.transfer_to(-1, 0, 10, -1, [&](std::error_code ec, std::size_t, TransferPath) { r2 = ec; });
   ASSERT_TRUE(run_until(loop, [&] { return r1 && r2; }));
   EXPECT_EQ(r1, std::errc::bad_file_descriptor);
   EXPECT_EQ(r2, std::errc::bad_file_descriptor);

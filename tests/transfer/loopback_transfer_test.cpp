@@ -1,8 +1,13 @@
 // The transfer cores on a real loopback TCP connection, with the zero-copy calls the program
-// will make: the sender writes the header then sendfile()s the body; the receiver splice()s the
-// socket through a pipe into its output file at body_offset(), then replies.
+// makes: the sender writes the header then sendfile()s the body; the receiver moves the body
+// from the socket into its output file at body_offset() with EventLoop::transfer_from, then
+// replies.
 #include "temp_dir.hpp"
 #include "transfer_session.hpp"
+
+#include <niox/loop/event_loop.hpp>
+
+#include "support/loop_sockets.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -25,18 +31,16 @@ using Names = std::vector<std::string>;
 
 // A connected loopback TCP pair (client, server), with timeouts so a bug cannot hang the test.
 std::pair<int, int> tcp_pair() {
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  FileDescriptor listener = niox::test::loop_tcp_listener();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::listen(listener, 1);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(niox::test::local_port(listener.get()));
   int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-  ::close(listener);
+  // On loopback connect() returns with the connection already queued on the listener.
+  int server = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  EXPECT_GE(server, 0);
   timeval tv{10, 0};
   for (int fd : {client, server}) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -66,26 +70,43 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
     }
     if ((ec = rx.on_body_bytes(in))) return TransferStatus::write_failed;
   }
-  int pipe_fds[2];
-  EXPECT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  FileDescriptor pr(pipe_fds[0]), pw(pipe_fds[1]);
-  while (rx.body_remaining() > 0) {
-    if ((ec = rx.reserve_body())) return TransferStatus::write_failed;
-    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(rx.body_remaining(), 1 << 20));
-    ssize_t n = ::splice(sock, nullptr, pw.get(), nullptr, want, SPLICE_F_MOVE);
-    if (n <= 0) break;  // the sender went away: finish() reports the truncation
-    loff_t off = static_cast<loff_t>(rx.body_offset());
-    for (ssize_t left = n; left > 0;) {
-      ssize_t m =
-          ::splice(pr.get(), nullptr, rx.fd(), &off, static_cast<std::size_t>(left), SPLICE_F_MOVE);
-      if (m <= 0) {
-        rx.abort();
-        ec = std::error_code(errno, std::system_category());
-        return TransferStatus::write_failed;
-      }
-      left -= m;
+  // The body on a loop, as the program receives it: a chunk at a time, socket -> file.
+  ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK);
+  EventLoop loop;
+  bool over = false;
+  std::error_code write_ec;
+  std::function<void()> next = [&] {
+    if (rx.body_remaining() == 0) {
+      over = true;
+      return;
     }
-    rx.on_body_spliced(static_cast<std::uint64_t>(n));
+    if ((write_ec = rx.reserve_body())) {
+      over = true;
+      return;
+    }
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(rx.body_remaining(), 1 << 20));
+    loop.transfer_from(sock, rx.fd(), static_cast<std::int64_t>(rx.body_offset()), want,
+                       [&](std::error_code e, std::size_t n, TransferPath path) {
+                         rx.on_body_spliced(n);
+                         if (n > 0) {
+                           EXPECT_EQ(path, TransferPath::splice);
+                         }
+                         if (e == LoopError::end_of_file) {
+                           over = true;  // the sender went away: finish() reports the truncation
+                         } else if (e) {
+                           write_ec = e;
+                           over = true;
+                         } else {
+                           next();
+                         }
+                       });
+  };
+  next();
+  while (!over) loop.run_once(std::chrono::milliseconds(100));
+  if (write_ec) {
+    rx.abort();
+    ec = write_ec;
+    return TransferStatus::write_failed;
   }
   auto status = rx.finish(ec);
   auto reply = encode_reply(status, ec ? ec.message() : std::string());

@@ -21,8 +21,8 @@
 // poll ... on it) must be closed through that loop, EventLoop::close(FileDescriptor), which
 // takes it over, aborts what is still pending on it and only then closes it. Closed any other
 // way, a completion still in flight for the old descriptor could be delivered after the kernel
-// handed the same number to a new one. The input of a splice or transfer_to is the exception:
-// those operations belong to their output descriptor. EventLoop::release(const
+// handed the same number to a new one. The file of a transfer is the exception: a transfer_to
+// belongs to its output descriptor, a transfer_from to its socket. EventLoop::release(const
 // FileDescriptor&) makes the loop forget a descriptor that stays open (given to another
 // library, for instance).
 #pragma once

@@ -12,6 +12,7 @@
 
 #include <niox/base/file_descriptor.hpp>
 #include <niox/channels/channel.hpp>
+#include <niox/channels/transfer_path.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -45,19 +46,6 @@ constexpr bool has_option(OpenOption set, OpenOption o) noexcept {
 
 // How map() shares the mapping (FileChannel.MapMode).
 enum class MapMode { read_only, read_write, private_copy };
-
-// Which kernel path moved the bytes of a transfer, cheapest first.
-enum class TransferPath : unsigned {
-  copy_file_range = 1u << 0,  // file to file inside the kernel (reflink where the fs can)
-  sendfile = 1u << 1,         // file to socket/file/pipe, no user copy
-  splice = 1u << 2,           // through a pipe, no user copy (sockets and pipes to files)
-  copy = 1u << 3,             // read into a user buffer, write it out
-};
-std::string_view to_string(TransferPath path) noexcept;
-
-// A set of TransferPath bits; transfers try the allowed ones in the order above.
-using TransferPaths = unsigned;
-inline constexpr TransferPaths all_transfer_paths = 0xF;
 
 struct TransferResult {
   std::uint64_t bytes = 0;  // moved by this call
@@ -185,7 +173,9 @@ class FileChannel final : public virtual SeekableByteChannel,
   // unchanged. Stops early, with end_of_input, at the end of the file (also when it shrinks
   // during the transfer). A blocking target takes everything; a non-blocking one takes what it
   // can now (possibly 0 bytes). Errors throw (or set ec) only when nothing was moved; after a
-  // partial transfer they show up on the next call.
+  // partial transfer they show up on the next call. `target` must have a descriptor (EBADF
+  // otherwise); it is only borrowed for the call, like the pipe a splice goes through, which
+  // is this call's own.
   TransferResult transfer_to(std::uint64_t position, std::uint64_t count,
                              WritableByteChannel& target,
                              TransferPaths allowed = all_transfer_paths);
@@ -195,7 +185,8 @@ class FileChannel final : public virtual SeekableByteChannel,
   // Moves up to `count` bytes from `source` (from its position, which advances) into this file
   // at `position` (this channel's position unchanged): copy_file_range for a regular file
   // source, else splice (sockets, pipes), else a copy loop. Stops with end_of_input when the
-  // source ends; a non-blocking source stops when it has nothing more now.
+  // source ends; a non-blocking source stops when it has nothing more now. Bytes read from the
+  // source and then not stored (a failed write) are reported even after a partial transfer.
   TransferResult transfer_from(ReadableByteChannel& source, std::uint64_t position,
                                std::uint64_t count, TransferPaths allowed = all_transfer_paths);
   TransferResult transfer_from(ReadableByteChannel& source, std::uint64_t position,

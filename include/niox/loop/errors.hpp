@@ -11,7 +11,8 @@
 namespace niox {
 
 enum class LoopError {
-  // A transfer_to() asked for bytes beyond the end of the file.
+  // A transfer_to() asked for bytes beyond the end of the file, or the stream of a
+  // transfer_from() ended before its count.
   end_of_file = 1,
 };
 

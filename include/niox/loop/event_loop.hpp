@@ -25,9 +25,10 @@
 // pooled operation object: once the pool is warm, starting and completing an operation
 // allocates nothing (handlers capturing more than 64 bytes take one heap block).
 //
-// Ordering.  Per descriptor, reads (read, recvmsg) complete in the order they were started, and
-// so do writes (write, sendmsg, splice into it, transfer_to into it): a loop keeps one read and
-// one write in the kernel per descriptor and starts the next when the previous one finishes.
+// Ordering.  Per descriptor, reads (read, recvmsg, transfer_from out of it) complete in the
+// order they were started, and so do writes (write, sendmsg, transfer_to into it): a loop keeps
+// one read and one write in the kernel per descriptor and starts the next when the previous one
+// finishes.
 // write() completes when every remaining byte is written (or with the error that stopped it);
 // read() completes as soon as some bytes arrived. End of stream is a read completing with 0
 // bytes and no error.
@@ -49,8 +50,9 @@
 // handler gets operation_aborted once, later, when the kernel has let go of the buffers), then
 // closes it, so that no stale completion ever touches a new descriptor that gets the same
 // number. release(const FileDescriptor&) does the same aborts and forgets the descriptor, which
-// stays open and the caller's (to hand it to another library). A splice or transfer_to belongs
-// to its output descriptor: closing fd_out aborts it, closing fd_in does not. Closing the loop
+// stays open and the caller's (to hand it to another library). A transfer_to belongs to its
+// output descriptor and a transfer_from to its socket: closing that one aborts it, closing the
+// file does not (the file must stay open until the handler has run). Closing the loop
 // (destructor or shutdown) aborts everything the same way and closes no caller's descriptor.
 //
 // Threads.  run()/run_once() and every operation-starting call happen on the loop thread (or
@@ -74,6 +76,7 @@
 #include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/channels/socket_address.hpp>
+#include <niox/channels/transfer_path.hpp>
 #include <niox/loop/detail/unique_function.hpp>
 #include <niox/loop/errors.hpp>
 #include <niox/loop/executor.hpp>
@@ -111,7 +114,7 @@ class LoopCore;
 struct Completion {
   std::error_code ec;
   std::size_t bytes = 0;
-  int value = 0;  // accepted descriptor, poll revents, recvmsg flags
+  int value = 0;  // accepted descriptor, poll revents, recvmsg flags, TransferPath
   std::span<ByteBuffer> buffers;
   const sockaddr_storage* peer = nullptr;
   socklen_t peer_len = 0;
@@ -129,8 +132,8 @@ enum class OpKind : std::uint8_t {
   poll,
   read_at,
   write_at,
-  splice,
   transfer_to,
+  transfer_from,
   timer,
 };
 
@@ -138,10 +141,10 @@ enum class OpKind : std::uint8_t {
 struct OpArgs {
   OpKind kind;
   int fd = -1;
-  int fd_out = -1;                         // splice, transfer_to
-  std::int64_t offset = -1;                // read_at/write_at/transfer_to; splice: offset in
-  std::int64_t offset_out = -1;            // splice: offset out
-  std::size_t length = 0;                  // splice / transfer_to byte count
+  int fd_out = -1;                         // transfers: the output
+  std::int64_t offset = -1;                // read_at/write_at; transfers: where the input is read
+  std::int64_t offset_out = -1;            // transfers: where the output is written
+  std::size_t length = 0;                  // transfers: the byte count
   int events = 0;                          // poll mask
   ByteBuffer* single = nullptr;            // one buffer, moved into the operation
   std::span<const ByteBuffer> many{};      // many buffers, copied (shared memory) into it
@@ -324,30 +327,43 @@ class EventLoop final : public Executor {
     a.many = bufs;
     return start(a, wrap_many(std::forward<H>(handler)));
   }
-  // One splice of up to `length` bytes (one side must be a pipe; offset -1 = none);
-  // handler(ec, n). Ordered with the writes of fd_out.
+  // FileChannel.transferTo on the loop: `count` bytes of the file from `position` (>= 0; the
+  // file's own position is neither used nor moved) to out_fd at its current position, zero-copy:
+  // copy_file_range when out_fd is a regular file, sendfile for a socket or pipe, a copy through
+  // a buffer where neither can; handler(ec, std::size_t n, TransferPath path), path the one
+  // that moved the last bytes. Completes when all were moved; LoopError::end_of_file (with n
+  // moved) if the file ends first. Runs when out_fd is writable, on both backends (on io_uring
+  // sendfile on readiness measured cheaper than splicing through a pipe). Belongs to out_fd:
+  // ordered with its writes and aborted by closing it; file_fd is only borrowed and must stay
+  // open until the handler has run.
   template <class H>
-  OperationHandle splice(int fd_in, std::int64_t offset_in, int fd_out, std::int64_t offset_out,
-                         std::size_t length, H&& handler) {
-    detail::OpArgs a{detail::OpKind::splice, fd_in};
-    a.offset = offset_in;
-    a.fd_out = fd_out;
-    a.offset_out = offset_out;
-    a.length = length;
-    return start(a, wrap_count(std::forward<H>(handler)));
-  }
-  // FileChannel.transferTo: `count` bytes of the file from `position` to a socket, zero-copy
-  // (sendfile when the socket is writable, on both backends: on io_uring it measured cheaper
-  // than splicing through a pipe); handler(ec, n). Completes when all were sent;
-  // LoopError::end_of_file (with n sent) if the file ends first. Ordered with fd_out's writes.
-  template <class H>
-  OperationHandle transfer_to(int file_fd, std::int64_t position, std::size_t count, int socket_fd,
+  OperationHandle transfer_to(int file_fd, std::int64_t position, std::size_t count, int out_fd,
                               H&& handler) {
     detail::OpArgs a{detail::OpKind::transfer_to, file_fd};
     a.offset = position;
-    a.fd_out = socket_fd;
+    a.fd_out = out_fd;
     a.length = count;
-    return start(a, wrap_count(std::forward<H>(handler)));
+    return start(a, wrap_transfer(std::forward<H>(handler)));
+  }
+  // FileChannel.transferFrom on the loop: `count` bytes from the socket (or pipe) into the file
+  // at `position` (>= 0; the file's own position is neither used nor moved), socket -> pipe ->
+  // file with splice, one splice pair each time the socket is readable, no byte through user
+  // space (a copy through a buffer where splice cannot); handler(ec, std::size_t n,
+  // TransferPath path). The pipe pair is the loop's own: made on first use, reused by every
+  // transfer_from, closed with the loop. Completes when `count` bytes are stored in the file;
+  // LoopError::end_of_file, with the n bytes stored, if the stream ends first. Belongs to
+  // socket_fd: ordered with its reads and aborted by closing it; file_fd is only borrowed and
+  // must stay open until the handler has run. After an error (a failed write to the file, say)
+  // bytes read from the socket may be lost: the n stored are the file's, the stream has moved
+  // on past them.
+  template <class H>
+  OperationHandle transfer_from(int socket_fd, int file_fd, std::int64_t position,
+                                std::size_t count, H&& handler) {
+    detail::OpArgs a{detail::OpKind::transfer_from, socket_fd};
+    a.fd_out = file_fd;
+    a.offset_out = position;
+    a.length = count;
+    return start(a, wrap_transfer(std::forward<H>(handler)));
   }
 
   // ---- Timers ----------------------------------------------------------------------------
@@ -404,8 +420,12 @@ class EventLoop final : public Executor {
     return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.value); };
   }
   template <class H>
-  static detail::CompletionFn wrap_count(H&& handler) {
-    return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.bytes); };
+  static detail::CompletionFn wrap_transfer(H&& handler) {
+    return [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      // 0: refused or aborted before any path was tried, reported like a TransferResult that
+      // moved nothing.
+      h(c.ec, c.bytes, c.value != 0 ? static_cast<TransferPath>(c.value) : TransferPath::copy);
+    };
   }
   OperationHandle start(const detail::OpArgs& args, detail::CompletionFn fn);
   // ScheduledFuture::cancel(): releases the timer on the loop thread.

@@ -1,5 +1,6 @@
 // FileRegion: `count` bytes of a file starting at `position`, to be sent to a socket without
-// passing through user memory (sendfile/splice by the transport). Netty's DefaultFileRegion.
+// passing through user memory (EventLoop::transfer_to, sendfile, by the transport). Netty's
+// DefaultFileRegion.
 //
 // Ownership: the descriptor is shared — every copy of a FileRegion (and the outbound buffer
 // entry holding one) holds a std::shared_ptr<const FileDescriptor>, and the descriptor is

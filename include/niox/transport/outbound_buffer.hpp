@@ -56,7 +56,7 @@ struct GatherWrite {
   // Sum of the iovec lengths.
   std::size_t bytes = 0;
   // Set when the first flushed entry is a FileRegion: send it by the transfer path
-  // (sendfile/splice), then report with remove_bytes(). iovecs is empty then.
+  // (EventLoop::transfer_to), then report with remove_bytes(). iovecs is empty then.
   FileRegion* file_region = nullptr;
   // Set when the first flushed entry is neither bytes nor a file: the transport decides
   // (a socket transport never queues one; EmbeddedChannel hands it out as is).

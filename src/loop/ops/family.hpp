@@ -22,10 +22,11 @@ inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 
 struct OpFamily {
   Lane lane = Lane::none;
-  int descriptors = 1;          // 0: a timer; 2: in and out, and it belongs to out
-  bool fills_buffers = false;   // read-only buffers are refused at start
-  bool multishot = false;       // a result does not end it: it stays with the backend
-  bool keeps_blocking = false;  // regular files at an offset: their flags are left alone
+  int descriptors = 1;            // 0: a timer; 2: in and out, and it belongs to out
+  bool belongs_to_input = false;  // of two descriptors, it is the input's (a stream it reads)
+  bool fills_buffers = false;     // read-only buffers are refused at start
+  bool multishot = false;         // a result does not end it: it stays with the backend
+  bool keeps_blocking = false;    // regular files at an offset: their flags are left alone
   // Makes the next attempt ready (iovecs, msghdr); false: nothing left to move, it is done.
   bool (*prepare)(LoopCore&, Operation&) = nullptr;
   // The descriptor and readiness a blocked attempt waits for.
@@ -48,14 +49,15 @@ struct OpFamily {
 
 extern const OpFamily read_family, write_family, accept_family, accept_multishot_family,
     connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family, write_at_family,
-    splice_family, transfer_family, timer_family;
+    transfer_to_family, transfer_from_family, timer_family;
 
 inline const OpFamily& family_of(OpKind kind) noexcept {
   static constexpr const OpFamily* by_kind[] = {
       // OpKind's order
-      &read_family,    &write_family,    &accept_family, &accept_multishot_family, &connect_family,
-      &recvmsg_family, &sendmsg_family,  &poll_family,   &read_at_family,          &write_at_family,
-      &splice_family,  &transfer_family, &timer_family,
+      &read_family,    &write_family,    &accept_family,      &accept_multishot_family,
+      &connect_family, &recvmsg_family,  &sendmsg_family,     &poll_family,
+      &read_at_family, &write_at_family, &transfer_to_family, &transfer_from_family,
+      &timer_family,
   };
   return *by_kind[static_cast<std::size_t>(kind)];
 }
