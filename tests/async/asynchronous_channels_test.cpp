@@ -13,9 +13,11 @@
 #include "support/backends.hpp"
 #include "support/counting_new.hpp"
 #include "support/temp_dir.hpp"
+#include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -397,6 +399,48 @@ TEST_P(AsyncSocketTest, FileChannelReadsAndWritesAtPositions) {
     ByteBuffer again = ByteBuffer::allocate(1);
     co_await f.read(again, 0, ec);  // a closed channel: EBADF, no exception
     EXPECT_TRUE(ec);
+  };
+  sync_wait(body());
+}
+
+TEST_P(AsyncSocketTest, FileTransfersRunOnTheEngineAndReportTheirPath) {
+  test::TempDir dir;
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    const auto data = test::pseudo_random_bytes(3 << 20, 77);
+    auto src = AsynchronousFileChannel::open(
+        loop(), dir.path() / "src.bin", OpenOption::read | OpenOption::write | OpenOption::create);
+    ByteBuffer whole = ByteBuffer::wrap(std::span<const std::byte>(data));
+    co_await src.write(whole, 0);
+    auto dst = AsynchronousFileChannel::open(
+        loop(), dir.path() / "dst.bin", OpenOption::read | OpenOption::write | OpenOption::create);
+    // file -> socket (sendfile) and, at the same time, socket -> file (splice).
+    auto send = [&]() -> Task<TransferResult> {
+      co_return co_await src.transfer_to(0, data.size(), b);
+    };
+    auto receive = [&]() -> Task<TransferResult> {
+      co_return co_await dst.transfer_from(a, 0, data.size());
+    };
+    auto [sent, received] = co_await when_all(send(), receive());
+    EXPECT_EQ(sent.bytes, data.size());
+    EXPECT_EQ(sent.path, TransferPath::sendfile);
+    EXPECT_FALSE(sent.end_of_input);
+    EXPECT_EQ(received.bytes, data.size());
+    EXPECT_EQ(received.path, TransferPath::splice);
+    ByteBuffer back = ByteBuffer::allocate(data.size());
+    while (back.has_remaining()) {
+      std::int64_t n = co_await dst.read(back, back.position());
+      if (n < 0) break;
+    }
+    back.flip();
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), back.bytes().begin()));
+    // The stream ends before the count: end_of_input, with what arrived stored.
+    ByteBuffer tail = bytes_of("tail");
+    co_await b.write(tail);
+    b.shutdown_output();
+    TransferResult short_one = co_await dst.transfer_from(a, 0, 100);
+    EXPECT_EQ(short_one.bytes, 4u);
+    EXPECT_TRUE(short_one.end_of_input);
   };
   sync_wait(body());
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <niox/async/detail/loop_descriptor.hpp>
+#include <niox/async/asynchronous_socket_channel.hpp>
 #include <niox/async/detail/loop_operation.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
@@ -30,6 +31,26 @@ namespace niox {
 
 class AsynchronousFileChannel {
  private:
+  template <bool To>
+  auto transfer(std::uint64_t position, std::uint64_t count, int socket, std::error_code* ec) {
+    return detail::loop_operation<TransferResult>(
+        fd_.loop(), To ? "transfer_to" : "transfer_from", ec,
+        [file = fd_.get(), socket, position, count](
+            EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          auto done = [st](std::error_code e, std::size_t n, TransferPath path) {
+            st->path = path;
+            st->complete(e, n);
+          };
+          auto off = static_cast<std::int64_t>(position);
+          auto len = static_cast<std::size_t>(count);
+          return To ? loop.transfer_to(file, off, len, socket, std::move(done))
+                    : loop.transfer_from(socket, file, off, len, std::move(done));
+        },
+        [](detail::LoopOpState& s) {
+          return TransferResult{s.n, s.path, s.ec == LoopError::end_of_file};
+        });
+  }
+
   // Defined first: the public members below return their awaitables.
   template <bool Read>
   auto at(std::span<ByteBuffer> bufs, std::uint64_t position, std::error_code* ec) {
@@ -97,6 +118,30 @@ class AsynchronousFileChannel {
   }
   auto write(std::span<ByteBuffer> srcs, std::uint64_t position, std::error_code& ec) {
     return at<false>(srcs, position, &ec);
+  }
+
+  // ---- Transfers on the loop's transfer engine (zero-copy) --------------------------------
+  // co_await transfer_to(position, count, target): `count` bytes of this file from `position`
+  // into the socket (sendfile when it is writable), like FileChannel::transfer_to. The result
+  // says how many bytes moved, by which kernel path, and end_of_input when the file ended
+  // first. The socket must belong to this channel's loop.
+  auto transfer_to(std::uint64_t position, std::uint64_t count, AsynchronousSocketChannel& target) {
+    return transfer<true>(position, count, target.native_handle(), nullptr);
+  }
+  auto transfer_to(std::uint64_t position, std::uint64_t count, AsynchronousSocketChannel& target,
+                   std::error_code& ec) {
+    return transfer<true>(position, count, target.native_handle(), &ec);
+  }
+  // co_await transfer_from(source, position, count): `count` bytes from the socket into this
+  // file at `position` (socket -> the loop's pipe pair -> file with splice); end_of_input when
+  // the stream ended first.
+  auto transfer_from(AsynchronousSocketChannel& source, std::uint64_t position,
+                     std::uint64_t count) {
+    return transfer<false>(position, count, source.native_handle(), nullptr);
+  }
+  auto transfer_from(AsynchronousSocketChannel& source, std::uint64_t position, std::uint64_t count,
+                     std::error_code& ec) {
+    return transfer<false>(position, count, source.native_handle(), &ec);
   }
 
   // Aborts what is outstanding and closes the file through the loop. Loop thread only.

@@ -18,6 +18,7 @@
 #include <niox/async/task.hpp>
 #include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/buffer_pool.hpp>
+#include <niox/channels/transfer_path.hpp>
 #include <niox/loop/errors.hpp>
 #include <niox/loop/event_loop.hpp>
 #include <niox/loop/executor.hpp>
@@ -43,7 +44,8 @@ struct LoopOpState {
   bool finished = false;               // loop thread only: the handler ran
   std::error_code ec;
   std::size_t n = 0;
-  FileDescriptor fd;  // accept: the new connection
+  FileDescriptor fd;                       // accept: the new connection
+  TransferPath path = TransferPath::copy;  // transfers: the kernel path that moved the bytes
 
   // From the operation's handler, on the loop thread.
   void complete(std::error_code e, std::size_t count) noexcept {
