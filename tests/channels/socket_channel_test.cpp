@@ -253,6 +253,30 @@ TEST_F(SocketChannelTest, MoveKeepsDescriptorAndFromNative) {
   EXPECT_EQ(read_exactly(pair.server, 2), "ok");
 }
 
+// A moved-from channel owns nothing: dropping it leaves the descriptor to the channel it moved
+// to, and move assignment closes what the target owned before.
+TEST_F(SocketChannelTest, MovedFromChannelOwnsNothing) {
+  auto pair = tcp_pair();
+  const int before = test::open_fd_count();
+  {
+    SocketChannel moved(std::move(pair.client));
+    EXPECT_EQ(pair.client.native_handle(), -1);
+    { SocketChannel emptied(std::move(pair.client)); }
+    pair.client.close();
+    EXPECT_EQ(test::open_fd_count(), before);
+    write_all(moved, "ok");
+    EXPECT_EQ(read_exactly(pair.server, 2), "ok");
+    SocketChannel target = SocketChannel::open();
+    EXPECT_EQ(test::open_fd_count(), before + 1);
+    target = std::move(moved);
+    EXPECT_EQ(test::open_fd_count(), before);
+    EXPECT_FALSE(moved.is_open());
+    write_all(target, "ko");
+    EXPECT_EQ(read_exactly(pair.server, 2), "ko");
+  }
+  EXPECT_EQ(test::open_fd_count(), before - 1);
+}
+
 // Accepting at the descriptor limit: EMFILE every time, as an error, until a descriptor frees.
 TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
   pid_t pid = ::fork();
