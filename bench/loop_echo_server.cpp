@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   }
 
   niox::EventLoop loop(options);
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor listener(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int lfd = listener.get();
   int one = 1;
   ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
@@ -112,8 +113,8 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  int sfd = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  loop.poll(sfd, POLLIN, [&](std::error_code, int) { loop.stop(); });
+  niox::FileDescriptor signals(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  loop.poll(signals.get(), POLLIN, [&](std::error_code, int) { loop.stop(); });
 
   fmt::print("niox echo server on 127.0.0.1:{} backend={}\n", port, loop.backend());
   std::fflush(stdout);
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   for (auto& fd : server.owned) {
     if (fd) loop.close(std::move(fd));
   }
-  loop.close(niox::FileDescriptor(lfd));
-  loop.close(niox::FileDescriptor(sfd));
+  loop.close(std::move(listener));
+  loop.close(std::move(signals));
   return 0;
 }

@@ -305,15 +305,15 @@ TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
         clients.erase(clients.begin());
       }
       // Fill every descriptor below the new limit.
-      int highest = ::fcntl(server.native_handle(), F_DUPFD_CLOEXEC, 0);
-      rlimit lim{static_cast<rlim_t>(highest + 2), static_cast<rlim_t>(highest + 2)};
-      ::close(highest);
+      FileDescriptor highest(::fcntl(server.native_handle(), F_DUPFD_CLOEXEC, 0));
+      rlimit lim{static_cast<rlim_t>(highest.get() + 2), static_cast<rlim_t>(highest.get() + 2)};
+      highest.reset();
       if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(10);
-      std::vector<int> fillers;
+      std::vector<FileDescriptor> fillers;
       for (;;) {
-        int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) break;
-        fillers.push_back(fd);
+        FileDescriptor fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (!fd) break;
+        fillers.push_back(std::move(fd));
       }
       if (errno != EMFILE || fillers.empty()) ::_exit(11);
       std::error_code ec;
@@ -327,11 +327,10 @@ TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
       } catch (const std::system_error& e) {
         if (e.code() != std::errc::too_many_files_open) ::_exit(14);
       }
-      ::close(fillers.back());
       fillers.pop_back();
       auto got = server.accept(ec);
       if (!got || ec) ::_exit(15);
-      for (int fd : fillers) ::close(fd);
+      fillers.clear();
       // The recovered connection works.
       auto b = ByteBuffer::wrap(std::string_view("!"));
       clients[0].write(b);

@@ -323,9 +323,10 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   loop.run_once();
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
-  int lowest_free = ::dup(0);
-  ASSERT_GE(lowest_free, 0);
-  ::close(lowest_free);
+  FileDescriptor probe(::dup(0));  // the lowest free number
+  ASSERT_TRUE(probe.valid());
+  const int lowest_free = probe.get();
+  probe.reset();
   rlimit tight = old;
   tight.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
