@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -29,6 +30,16 @@ struct Server {
   niox::EventLoop& loop;
   std::size_t buffer_size;
   std::size_t connections = 0;
+  // The accepted connections, indexed by descriptor number (grown, never shrunk: no allocation
+  // once warm); the handlers borrow the numbers.
+  std::vector<niox::FileDescriptor> owned;
+
+  void adopt(niox::FileDescriptor fd) {
+    int n = fd.get();
+    if (static_cast<std::size_t>(n) >= owned.size()) owned.resize(n + 1);
+    owned[n] = std::move(fd);
+    ++connections;
+  }
 
   void echo(int fd, niox::ByteBuffer buf) {
     buf.clear();
@@ -44,7 +55,7 @@ struct Server {
               });
   }
   void drop(int fd) {
-    loop.close(niox::FileDescriptor(fd));  // the accepted descriptor was ours
+    loop.close(std::move(owned[fd]));
     --connections;
   }
 };
@@ -71,7 +82,8 @@ int main(int argc, char** argv) {
   }
 
   niox::EventLoop loop(options);
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor listener(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int lfd = listener.get();
   int one = 1;
   ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
@@ -85,14 +97,15 @@ int main(int argc, char** argv) {
   }
 
   Server server{loop, buffer};
-  loop.accept_multishot(lfd, [&](std::error_code ec, int fd) {
+  loop.accept_multishot(lfd, [&](std::error_code ec, niox::FileDescriptor fd) {
     if (ec) {
       if (ec != std::errc::operation_canceled) fmt::print(stderr, "accept: {}\n", ec.message());
       return;
     }
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ++server.connections;
-    server.echo(fd, niox::ByteBuffer::allocate(server.buffer_size));
+    const int n = fd.get();
+    ::setsockopt(n, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    server.adopt(std::move(fd));
+    server.echo(n, niox::ByteBuffer::allocate(server.buffer_size));
   });
 
   sigset_t mask;
@@ -100,14 +113,17 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  int sfd = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  loop.poll(sfd, POLLIN, [&](std::error_code, int) { loop.stop(); });
+  niox::FileDescriptor signals(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  loop.poll(signals.get(), POLLIN, [&](std::error_code, int) { loop.stop(); });
 
   fmt::print("niox echo server on 127.0.0.1:{} backend={}\n", port, loop.backend());
   std::fflush(stdout);
   loop.run();
   fmt::print(stderr, "{}\n", loop.counters());
-  loop.close(niox::FileDescriptor(lfd));
-  loop.close(niox::FileDescriptor(sfd));
+  for (auto& fd : server.owned) {
+    if (fd) loop.close(std::move(fd));
+  }
+  loop.close(std::move(listener));
+  loop.close(std::move(signals));
   return 0;
 }

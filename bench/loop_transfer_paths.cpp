@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   const std::uint64_t total = static_cast<std::uint64_t>(mib) << 20;
 
   std::string path = (std::filesystem::temp_directory_path() / "niox-transfer-XXXXXX").string();
-  int file = ::mkostemp(path.data(), O_CLOEXEC);
+  niox::FileDescriptor file_fd(::mkostemp(path.data(), O_CLOEXEC));
+  const int file = file_fd.get();  // only ever the transfer's input
   ::unlink(path.c_str());
   {
     std::vector<std::uint8_t> block(1 << 20);
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int lfd = listener.get();
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -71,10 +73,12 @@ int main(int argc, char** argv) {
   ::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::listen(lfd, 1);
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor out_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int out = out_fd.get();
   if (::connect(out, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 1;
-  int in = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-  ::close(lfd);
+  niox::FileDescriptor in_fd(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
+  const int in = in_fd.get();  // the reader thread's, never the loop's
+  listener.reset();
   ::fcntl(out, F_SETFL, O_NONBLOCK);
 
   std::atomic<bool> corrupt{false};
@@ -113,8 +117,8 @@ int main(int argc, char** argv) {
   fmt::print("backend={} MiB={} seconds={:.3f} MB/s={:.0f} sender_cpu_s_per_GB={:.3f} ok={}\n",
              loop.backend(), mib, secs, total / secs / 1e6, cpu / (total / 1e9),
              !failed && !corrupt && sent == total);
-  loop.close(niox::FileDescriptor(out));
-  ::close(in);
-  ::close(file);
+  // The transfer belongs to its output: that one closes through the loop; the file, which no
+  // operation belongs to, and the reader's socket close with their owners.
+  loop.close(std::move(out_fd));
   return failed || corrupt ? 1 : 0;
 }

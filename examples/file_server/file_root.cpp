@@ -14,16 +14,18 @@ namespace {
 
 constexpr int file_flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 
-int sys_openat2(int dirfd, const char* path, open_how* how) noexcept {
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, how, sizeof(*how)));
+FileDescriptor sys_openat2(int dirfd, const char* path, open_how* how) noexcept {
+  return FileDescriptor(static_cast<int>(::syscall(SYS_openat2, dirfd, path, how, sizeof(*how))));
 }
 
-int retry_openat(int dirfd, const char* name, int flags) noexcept {
+// The new descriptor, or an invalid one and the errno in `err`.
+FileDescriptor retry_openat(int dirfd, const char* name, int flags, int& err) noexcept {
   int fd;
   do {
     fd = ::openat(dirfd, name, flags);
   } while (fd < 0 && errno == EINTR);
-  return fd < 0 ? -errno : fd;
+  err = fd < 0 ? errno : 0;
+  return FileDescriptor(fd);
 }
 
 HttpStatus status_for_errno(int err) noexcept {
@@ -78,29 +80,23 @@ FileRoot::FileRoot(const std::string& directory, Resolver resolver) : resolver_(
 FileRoot::FileRoot(const std::string& directory, Resolver resolver, std::error_code& ec) noexcept
     : resolver_(resolver) {
   ec.clear();
-  int fd = ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    ec.assign(errno, std::system_category());
+  FileDescriptor root = FileDescriptor::open(directory, O_PATH | O_DIRECTORY, 0, ec);
+  if (ec) {
     return;
   }
-  root_.reset(fd);
   // An O_PATH descriptor needs no permission at all; serving needs search (to resolve names
   // below) and read (to list nothing, but a directory we may not read is not one we serve).
   // Opening "." for reading checks both now, instead of answering 403 to every request.
-  int probe = ::openat(root_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (probe < 0) {
+  if (!FileDescriptor(::openat(root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
     ec.assign(errno, std::system_category());
-    root_.reset();
     return;
   }
-  ::close(probe);
+  root_ = std::move(root);
   if (resolver_ == Resolver::auto_detect) {
     open_how how{};
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    probe = sys_openat2(root_.get(), ".", &how);
-    if (probe >= 0) {
-      ::close(probe);
+    if (sys_openat2(root_.get(), ".", &how)) {
       resolver_ = Resolver::openat2;
     } else {
       // ENOSYS: kernel older than 5.6; EPERM: a seccomp filter that does not know the call.
@@ -109,25 +105,26 @@ FileRoot::FileRoot(const std::string& directory, Resolver resolver, std::error_c
   }
 }
 
-int FileRoot::open_path(const std::string& relative) const {
-  return resolver_ == Resolver::walk ? open_walk(relative) : open_openat2(relative);
+FileDescriptor FileRoot::open_path(const std::string& relative, int& err) const {
+  return resolver_ == Resolver::walk ? open_walk(relative, err) : open_openat2(relative, err);
 }
 
-int FileRoot::open_openat2(const std::string& relative) const {
+FileDescriptor FileRoot::open_openat2(const std::string& relative, int& err) const {
   open_how how{};
   how.flags = file_flags;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
   const char* path = relative.empty() ? "." : relative.c_str();
-  int fd;
+  FileDescriptor fd;
   do {
     fd = sys_openat2(root_.get(), path, &how);
-  } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
-  return fd < 0 ? -errno : fd;
+  } while (!fd && (errno == EINTR || errno == EAGAIN));
+  err = fd ? 0 : errno;
+  return fd;
 }
 
-int FileRoot::open_walk(const std::string& relative) const {
+FileDescriptor FileRoot::open_walk(const std::string& relative, int& err) const {
   if (relative.empty()) {
-    return retry_openat(root_.get(), ".", file_flags);
+    return retry_openat(root_.get(), ".", file_flags, err);
   }
   FileDescriptor dir;  // the directory reached so far; the root itself while empty
   std::string_view rest = relative;
@@ -135,23 +132,25 @@ int FileRoot::open_walk(const std::string& relative) const {
     auto slash = rest.find('/');
     std::string name(rest.substr(0, slash));
     if (name.empty() || name == "." || name == "..") {
-      return -EXDEV;  // decode_request_path never produces these; refuse rather than trust
+      err = EXDEV;  // decode_request_path never produces these; refuse rather than trust
+      return FileDescriptor();
     }
     const int at = dir ? dir.get() : root_.get();
     const bool last = slash == std::string_view::npos;
-    int fd = last ? retry_openat(at, name.c_str(), file_flags | O_NOFOLLOW)
-                  : retry_openat(at, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd == -ENOTDIR || fd == -ELOOP) {
+    FileDescriptor fd =
+        last ? retry_openat(at, name.c_str(), file_flags | O_NOFOLLOW, err)
+             : retry_openat(at, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, err);
+    if (err == ENOTDIR || err == ELOOP) {
       // O_NOFOLLOW already refused to follow; this only picks the status to report.
       struct stat st {};
       if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-        return -ELOOP;
+        err = ELOOP;
       }
     }
-    if (fd < 0 || last) {
+    if (!fd || last) {
       return fd;
     }
-    dir.reset(fd);
+    dir = std::move(fd);
     rest.remove_prefix(slash + 1);
   }
 }
@@ -164,12 +163,12 @@ OpenResult FileRoot::open(std::string_view relative) const {
   }
   std::string path(relative);
   for (int attempt = 0;; ++attempt) {
-    int fd = open_path(path);
-    if (fd < 0) {
-      result.status = status_for_errno(-fd);
+    int err = 0;
+    FileDescriptor file = open_path(path, err);
+    if (!file) {
+      result.status = status_for_errno(err);
       return result;
     }
-    FileDescriptor file(fd);
     struct stat st {};
     if (::fstat(file.get(), &st) != 0) {
       result.status = status_for_errno(errno);

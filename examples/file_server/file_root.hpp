@@ -85,10 +85,10 @@ class FileRoot {
   int fd() const noexcept { return root_.get(); }
 
  private:
-  // Opens one path; returns the fd or -errno.
-  int open_path(const std::string& relative) const;
-  int open_openat2(const std::string& relative) const;
-  int open_walk(const std::string& relative) const;
+  // Opens one path: the descriptor, or an invalid one and the errno in `err`.
+  FileDescriptor open_path(const std::string& relative, int& err) const;
+  FileDescriptor open_openat2(const std::string& relative, int& err) const;
+  FileDescriptor open_walk(const std::string& relative, int& err) const;
 
   FileDescriptor root_;
   Resolver resolver_;

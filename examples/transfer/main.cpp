@@ -304,13 +304,13 @@ class Receiver {
         max_size_(max_size) {}
 
   int run() {
-    loop_.accept(listen_fd_.get(), [this](std::error_code ec, int fd) {
+    loop_.accept(listen_fd_.get(), [this](std::error_code ec, FileDescriptor fd) {
       if (ending_) return;
       if (ec) {
         finish(report(exit_failed, "accept: " + ec.message()));
         return;
       }
-      fd_.reset(fd);
+      fd_ = std::move(fd);
       start_header_timer();
       read_header();
     });

@@ -12,7 +12,7 @@ namespace {
 using detail::Socket;
 
 FileDescriptor open_stream(ProtocolFamily family) {
-  return FileDescriptor(Socket::open(detail::family_domain(family), SOCK_STREAM, true).fd());
+  return Socket::open(detail::family_domain(family), SOCK_STREAM, true);
 }
 
 void check(std::error_code ec, const char* what) {

@@ -15,22 +15,23 @@ namespace niox {
 using detail::Socket;
 
 DatagramChannel DatagramChannel::open(ProtocolFamily family) {
-  return DatagramChannel(Socket::open(detail::family_domain(family), SOCK_DGRAM).fd());
+  return DatagramChannel(Socket::open(detail::family_domain(family), SOCK_DGRAM));
 }
 
 DatagramChannel DatagramChannel::from_native(int fd) noexcept {
-  DatagramChannel ch(fd);
-  ch.connected_ = Socket(fd).has_peer();
+  bool connected = Socket(fd).has_peer();
+  DatagramChannel ch{FileDescriptor(fd)};
+  ch.connected_ = connected;
   return ch;
 }
 
 DatagramChannel& DatagramChannel::bind(const SocketAddress& local) {
-  Socket(fd_).bind_or_throw(local);
+  Socket(fd_.get()).bind_or_throw(local);
   return *this;
 }
 
 DatagramChannel& DatagramChannel::connect(const SocketAddress& remote) {
-  if (auto ec = Socket(fd_).connect(remote)) {
+  if (auto ec = Socket(fd_.get()).connect(remote)) {
     throw std::system_error(ec, "connect " + remote.to_string());
   }
   connected_ = true;
@@ -38,7 +39,7 @@ DatagramChannel& DatagramChannel::connect(const SocketAddress& remote) {
 }
 
 DatagramChannel& DatagramChannel::disconnect() {
-  auto ec = Socket(fd_).disconnect();
+  auto ec = Socket(fd_.get()).disconnect();
   if (ec && ec.value() != EAFNOSUPPORT) {
     throw std::system_error(ec, "disconnect");
   }
@@ -64,7 +65,7 @@ std::optional<DatagramReceived> DatagramChannel::do_receive(std::span<ByteBuffer
   ssize_t n;
   do {
     // MSG_TRUNC: the result is the datagram's real size even when it did not fit.
-    n = ::recvmsg(fd_, &msg, MSG_TRUNC);
+    n = ::recvmsg(fd_.get(), &msg, MSG_TRUNC);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (!detail::would_block(errno)) {
@@ -107,7 +108,7 @@ std::size_t DatagramChannel::do_send(std::span<ByteBuffer> srcs, const SocketAdd
   msg.msg_iovlen = n_iov;
   ssize_t n;
   do {
-    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (!detail::would_block(errno)) {
@@ -173,10 +174,10 @@ std::int64_t DatagramChannel::write(std::span<ByteBuffer> srcs, std::error_code&
 }
 
 std::optional<SocketAddress> DatagramChannel::local_address() const {
-  return Socket(fd_).local_address();
+  return Socket(fd_.get()).local_address();
 }
 std::optional<SocketAddress> DatagramChannel::remote_address() const {
-  return Socket(fd_).remote_address();
+  return Socket(fd_.get()).remote_address();
 }
 
 int DatagramChannel::valid_ops() const noexcept {

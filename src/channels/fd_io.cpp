@@ -240,11 +240,4 @@ bool is_nonblocking(int fd) noexcept {
   return flags >= 0 && (flags & O_NONBLOCK) != 0;
 }
 
-void close_fd(int fd) noexcept {
-  // Linux releases the descriptor even when close reports EINTR; never retry.
-  if (fd >= 0) {
-    ::close(fd);
-  }
-}
-
 }  // namespace niox::detail

@@ -52,6 +52,5 @@ class SigpipeBlock {
 
 bool set_nonblocking(int fd, bool nonblocking, std::error_code& ec) noexcept;
 bool is_nonblocking(int fd) noexcept;
-void close_fd(int fd) noexcept;
 
 }  // namespace niox::detail

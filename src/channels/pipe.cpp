@@ -21,18 +21,18 @@ Pipe Pipe::open() {
 }
 
 std::int64_t Pipe::SourceChannel::read(ByteBuffer& dst, std::error_code& ec) {
-  return detail::read_into(fd_, dst, -1, ec);
+  return detail::read_into(fd_.get(), dst, -1, ec);
 }
 std::int64_t Pipe::SourceChannel::read(std::span<ByteBuffer> dsts, std::error_code& ec) {
-  return detail::scatter_read(fd_, dsts, -1, ec);
+  return detail::scatter_read(fd_.get(), dsts, -1, ec);
 }
 int Pipe::SourceChannel::valid_ops() const noexcept { return SelectionKey::OP_READ; }
 
 std::int64_t Pipe::SinkChannel::write(ByteBuffer& src, std::error_code& ec) {
-  return detail::write_from(fd_, detail::FdKind::pipe, src, -1, blocking_, ec);
+  return detail::write_from(fd_.get(), detail::FdKind::pipe, src, -1, blocking_, ec);
 }
 std::int64_t Pipe::SinkChannel::write(std::span<ByteBuffer> srcs, std::error_code& ec) {
-  return detail::gather_write(fd_, detail::FdKind::pipe, srcs, -1, blocking_, ec);
+  return detail::gather_write(fd_.get(), detail::FdKind::pipe, srcs, -1, blocking_, ec);
 }
 int Pipe::SinkChannel::valid_ops() const noexcept { return SelectionKey::OP_WRITE; }
 

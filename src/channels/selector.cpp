@@ -15,13 +15,14 @@ namespace niox {
 
 // ---- SelectableChannel --------------------------------------------------------------------
 
-SelectableChannel::SelectableChannel(int fd) noexcept : fd_(fd) {
-  blocking_ = fd < 0 || !detail::is_nonblocking(fd);
-}
+SelectableChannel::SelectableChannel(FileDescriptor fd) noexcept
+    : fd_(std::move(fd)), blocking_(!fd_.valid() || !detail::is_nonblocking(fd_.get())) {}
 
 SelectableChannel::SelectableChannel(SelectableChannel&& other) noexcept
-    : NioChannel(other), fd_(other.fd_), blocking_(other.blocking_), keys_(std::move(other.keys_)) {
-  other.fd_ = -1;
+    : NioChannel(other),
+      fd_(std::move(other.fd_)),
+      blocking_(other.blocking_),
+      keys_(std::move(other.keys_)) {
   other.blocking_ = true;
   other.keys_.clear();
   for (SelectionKey* k : keys_) {
@@ -32,10 +33,9 @@ SelectableChannel::SelectableChannel(SelectableChannel&& other) noexcept
 SelectableChannel& SelectableChannel::operator=(SelectableChannel&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = other.fd_;
+    fd_ = std::move(other.fd_);
     blocking_ = other.blocking_;
     keys_ = std::move(other.keys_);
-    other.fd_ = -1;
     other.blocking_ = true;
     other.keys_.clear();
     for (SelectionKey* k : keys_) {
@@ -59,16 +59,13 @@ void SelectableChannel::cancel_all_keys() noexcept {
 }
 
 void SelectableChannel::close() noexcept {
-  cancel_all_keys();
-  detail::close_fd(fd_);
-  fd_ = -1;
+  cancel_all_keys();  // while the number still names this channel's descriptor in epoll
+  fd_.reset();
 }
 
 int SelectableChannel::release() noexcept {
   cancel_all_keys();
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
+  return fd_.release();
 }
 
 SelectableChannel& SelectableChannel::configure_blocking(bool block) {
@@ -76,7 +73,7 @@ SelectableChannel& SelectableChannel::configure_blocking(bool block) {
     throw IllegalBlockingModeException();
   }
   std::error_code ec;
-  if (!detail::set_nonblocking(fd_, !block, ec)) {
+  if (!detail::set_nonblocking(fd_.get(), !block, ec)) {
     throw std::system_error(ec, "configure_blocking");
   }
   blocking_ = block;
@@ -160,32 +157,27 @@ std::uint32_t epoll_events(int ops) {
 }
 }  // namespace
 
-Selector::Selector() {
-  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epfd_ < 0) {
+// A throw below closes what was opened: the members own it already.
+Selector::Selector() : epfd_(::epoll_create1(EPOLL_CLOEXEC)) {
+  if (!epfd_) {
     throw std::system_error(detail::errno_code(), "epoll_create1");
   }
-  wakeup_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wakeup_fd_ < 0) {
-    auto ec = detail::errno_code();
-    detail::close_fd(epfd_);
-    throw std::system_error(ec, "eventfd");
+  wakeup_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wakeup_fd_) {
+    throw std::system_error(detail::errno_code(), "eventfd");
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // the wakeup descriptor; every key has a non-null pointer
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakeup_fd_, &ev) < 0) {
-    auto ec = detail::errno_code();
-    detail::close_fd(wakeup_fd_);
-    detail::close_fd(epfd_);
-    throw std::system_error(ec, "epoll_ctl");
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, wakeup_fd_.get(), &ev) < 0) {
+    throw std::system_error(detail::errno_code(), "epoll_ctl");
   }
 }
 
 Selector::~Selector() { close(); }
 
 void Selector::close() noexcept {
-  if (epfd_ < 0) {
+  if (!epfd_) {
     return;
   }
   for (SelectionKey* k : keys()) {  // deregister() moves keys out of keys_
@@ -194,9 +186,8 @@ void Selector::close() noexcept {
   selected_.clear();
   cancelled_.clear();
   keys_.clear();
-  detail::close_fd(wakeup_fd_);
-  detail::close_fd(epfd_);
-  wakeup_fd_ = epfd_ = -1;
+  wakeup_fd_.reset();
+  epfd_.reset();
 }
 
 SelectionKey& Selector::register_channel(SelectableChannel& channel, int ops, void* attachment) {
@@ -236,13 +227,13 @@ void Selector::update_epoll(SelectionKey& key) {
   // level-triggered HUP nobody asked about would make every select return at once.
   if (ev == 0) {
     if (key.in_epoll_) {
-      rc = ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+      rc = ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr);
       key.in_epoll_ = false;
     }
   } else if (key.in_epoll_) {
-    rc = ::epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &e);
+    rc = ::epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, fd, &e);
   } else {
-    rc = ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &e);
+    rc = ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &e);
     key.in_epoll_ = rc == 0;
   }
   if (rc < 0) {
@@ -252,9 +243,9 @@ void Selector::update_epoll(SelectionKey& key) {
 
 void Selector::deregister(SelectionKey& key) noexcept {
   key.valid_ = false;
-  if (key.in_epoll_ && epfd_ >= 0) {
+  if (key.in_epoll_ && epfd_) {
     // ENOENT/EBADF when the descriptor was already closed elsewhere: nothing to undo.
-    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, key.channel_->native_handle(), nullptr);
+    ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, key.channel_->native_handle(), nullptr);
     key.in_epoll_ = false;
   }
   auto& ck = key.channel_->keys_;
@@ -297,7 +288,7 @@ int Selector::do_select(int timeout_ms) {
   }
   purge_cancelled();
   std::array<epoll_event, 256> events;
-  int n = ::epoll_wait(epfd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+  int n = ::epoll_wait(epfd_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
   if (n < 0) {
     if (errno == EINTR) {
       return 0;  // like Java: a signal ends the selection with nothing selected
@@ -314,7 +305,7 @@ int Selector::do_select(int timeout_ms) {
     auto* key = static_cast<SelectionKey*>(events[i].data.ptr);
     if (key == nullptr) {
       std::uint64_t drained;
-      while (::read(wakeup_fd_, &drained, sizeof drained) > 0) {
+      while (::read(wakeup_fd_.get(), &drained, sizeof drained) > 0) {
       }
       continue;
     }
@@ -343,7 +334,7 @@ int Selector::do_select(int timeout_ms) {
 Selector& Selector::wakeup() noexcept {
   std::uint64_t one = 1;
   // EAGAIN means the counter is already non-zero: a wakeup is pending anyway.
-  [[maybe_unused]] auto rc = ::write(wakeup_fd_, &one, sizeof one);
+  [[maybe_unused]] auto rc = ::write(wakeup_fd_.get(), &one, sizeof one);
   return *this;
 }
 

@@ -105,16 +105,17 @@ std::optional<SocketAddress> address(int fd, Call call, std::error_code& ec) {
 }
 }  // namespace
 
-Socket Socket::open(int domain, int type, bool nonblocking, std::error_code& ec) noexcept {
+FileDescriptor Socket::open(int domain, int type, bool nonblocking, std::error_code& ec) noexcept {
   int fd = ::socket(domain, type | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
   ec = result(fd);
-  return Socket(fd);
+  return FileDescriptor(fd);
 }
 
-Socket Socket::open(int domain, int type, bool nonblocking) {
+FileDescriptor Socket::open(int domain, int type, bool nonblocking) {
   std::error_code ec;
-  Socket s = open(domain, type, nonblocking, ec);
-  return ec ? throw std::system_error(ec, "socket") : s;
+  FileDescriptor fd = open(domain, type, nonblocking, ec);
+  if (ec) throw std::system_error(ec, "socket");
+  return fd;
 }
 
 std::error_code Socket::bind(const SocketAddress& local) const noexcept {
@@ -133,13 +134,13 @@ std::error_code Socket::listen(int backlog) const noexcept {
   return result(::listen(fd_, backlog));
 }
 
-int Socket::accept(std::error_code& ec) const noexcept {
+FileDescriptor Socket::accept(std::error_code& ec) const noexcept {
   int fd;
   do {
     fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
   } while (fd < 0 && (errno == EINTR || errno == ECONNABORTED));
   ec = fd < 0 && !would_block(errno) ? errno_code() : std::error_code();
-  return fd;
+  return FileDescriptor(fd);
 }
 
 std::error_code Socket::connect(const SocketAddress& remote) const noexcept {

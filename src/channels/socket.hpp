@@ -3,11 +3,12 @@
 // and holds the option table (StandardSocketOptions, socket_options.hpp).
 //
 // A Socket names a descriptor; it never owns or closes it. open() and accept() hand a new
-// descriptor to the caller, who owns it from then on and closes it (a loop's channel through
-// its loop). Copies name the same descriptor. Errors come back as the errno's std::error_code;
+// descriptor to the caller as a FileDescriptor (a loop's channel closes it through its loop).
+// Copies name the same descriptor. Errors come back as the errno's std::error_code;
 // only the overloads documented as throwing throw std::system_error.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/channels/socket_address.hpp>
 #include <niox/channels/socket_options.hpp>
@@ -26,10 +27,11 @@ class Socket {
  public:
   explicit Socket(int fd) noexcept : fd_(fd) {}
 
-  // socket(domain, type | SOCK_CLOEXEC, plus SOCK_NONBLOCK when asked). The caller owns the
-  // new descriptor. The first throws std::system_error("socket").
-  static Socket open(int domain, int type, bool nonblocking = false);
-  static Socket open(int domain, int type, bool nonblocking, std::error_code& ec) noexcept;
+  // socket(domain, type | SOCK_CLOEXEC, plus SOCK_NONBLOCK when asked); the result owns the
+  // new descriptor. The first throws std::system_error("socket"), the second returns an
+  // invalid one.
+  static FileDescriptor open(int domain, int type, bool nonblocking = false);
+  static FileDescriptor open(int domain, int type, bool nonblocking, std::error_code& ec) noexcept;
 
   int fd() const noexcept { return fd_; }
 
@@ -37,8 +39,8 @@ class Socket {
   void bind_or_throw(const SocketAddress& local) const;  // std::system_error("bind <address>")
   std::error_code listen(int backlog) const noexcept;
   // accept4(SOCK_CLOEXEC); EINTR and connections that died queued (ECONNABORTED) are retried.
-  // The new descriptor belongs to the caller; -1 when none is pending (ec clear) or on error.
-  int accept(std::error_code& ec) const noexcept;
+  // The result owns the new descriptor; invalid when none is pending (ec clear) or on error.
+  FileDescriptor accept(std::error_code& ec) const noexcept;
   // One connect(2): clear when connected, else its errno (EINPROGRESS while pending).
   std::error_code connect(const SocketAddress& remote) const noexcept;
   // Dissolves a datagram socket's association (connect to AF_UNSPEC).

@@ -14,7 +14,8 @@ namespace niox {
 
 // ---- SocketChannel ------------------------------------------------------------------------
 
-SocketChannel::SocketChannel(int fd, State state) noexcept : SelectableChannel(fd), state_(state) {}
+SocketChannel::SocketChannel(FileDescriptor fd, State state) noexcept
+    : SelectableChannel(std::move(fd)), state_(state) {}
 
 SocketChannel::SocketChannel(SocketChannel&& other) noexcept
     : NioChannel(other), SelectableChannel(std::move(other)), state_(other.state_) {
@@ -33,18 +34,19 @@ SocketChannel& SocketChannel::operator=(SocketChannel&& other) noexcept {
 using detail::Socket;
 
 SocketChannel SocketChannel::open(ProtocolFamily family) {
-  return SocketChannel(Socket::open(detail::family_domain(family), SOCK_STREAM).fd(),
+  return SocketChannel(Socket::open(detail::family_domain(family), SOCK_STREAM),
                        State::unconnected);
 }
 
 SocketChannel SocketChannel::open(const SocketAddress& remote) {
-  SocketChannel ch(Socket::open(remote.family(), SOCK_STREAM).fd(), State::unconnected);
+  SocketChannel ch(Socket::open(remote.family(), SOCK_STREAM), State::unconnected);
   ch.connect(remote);
   return ch;
 }
 
 SocketChannel SocketChannel::from_native(int fd) noexcept {
-  return SocketChannel(fd, Socket(fd).has_peer() ? State::connected : State::unconnected);
+  State state = Socket(fd).has_peer() ? State::connected : State::unconnected;
+  return SocketChannel(FileDescriptor(fd), state);
 }
 
 void SocketChannel::close() noexcept {
@@ -53,7 +55,7 @@ void SocketChannel::close() noexcept {
 }
 
 SocketChannel& SocketChannel::bind(const SocketAddress& local) {
-  Socket(fd_).bind_or_throw(local);
+  Socket(fd_.get()).bind_or_throw(local);
   return *this;
 }
 
@@ -74,7 +76,7 @@ bool SocketChannel::connect(const SocketAddress& remote, std::error_code& ec) {
   if (state_ == State::pending) {
     throw ConnectionPendingException();
   }
-  std::error_code done = Socket(fd_).connect(remote);
+  std::error_code done = Socket(fd_.get()).connect(remote);
   if (!done) {
     state_ = State::connected;
     return true;
@@ -109,7 +111,7 @@ bool SocketChannel::finish_connect(std::error_code& ec) {
   if (state_ != State::pending) {
     throw NoConnectionPendingException();
   }
-  pollfd p{fd_, POLLOUT, 0};
+  pollfd p{fd_.get(), POLLOUT, 0};
   int rc;
   do {
     rc = ::poll(&p, 1, blocking_ ? -1 : 0);
@@ -121,7 +123,7 @@ bool SocketChannel::finish_connect(std::error_code& ec) {
   if (rc == 0) {
     return false;
   }
-  if (auto err = Socket(fd_).pending_error()) {
+  if (auto err = Socket(fd_.get()).pending_error()) {
     ec = err;
     close();
     return false;
@@ -132,41 +134,41 @@ bool SocketChannel::finish_connect(std::error_code& ec) {
 
 // An unconnected socket has nothing to shut down: not an error (Java's behaviour).
 SocketChannel& SocketChannel::shutdown_input() {
-  if (auto ec = Socket(fd_).shutdown(SHUT_RD); ec && ec != std::errc::not_connected) {
+  if (auto ec = Socket(fd_.get()).shutdown(SHUT_RD); ec && ec != std::errc::not_connected) {
     throw std::system_error(ec, "shutdown_input");
   }
   return *this;
 }
 
 SocketChannel& SocketChannel::shutdown_output() {
-  if (auto ec = Socket(fd_).shutdown(SHUT_WR); ec && ec != std::errc::not_connected) {
+  if (auto ec = Socket(fd_.get()).shutdown(SHUT_WR); ec && ec != std::errc::not_connected) {
     throw std::system_error(ec, "shutdown_output");
   }
   return *this;
 }
 
 std::optional<SocketAddress> SocketChannel::local_address() const {
-  return Socket(fd_).local_address();
+  return Socket(fd_.get()).local_address();
 }
 
 std::optional<SocketAddress> SocketChannel::remote_address() const {
-  return Socket(fd_).remote_address();
+  return Socket(fd_.get()).remote_address();
 }
 
 std::int64_t SocketChannel::read(ByteBuffer& dst, std::error_code& ec) {
-  return detail::read_into(fd_, dst, -1, ec);
+  return detail::read_into(fd_.get(), dst, -1, ec);
 }
 
 std::int64_t SocketChannel::read(std::span<ByteBuffer> dsts, std::error_code& ec) {
-  return detail::scatter_read(fd_, dsts, -1, ec);
+  return detail::scatter_read(fd_.get(), dsts, -1, ec);
 }
 
 std::int64_t SocketChannel::write(ByteBuffer& src, std::error_code& ec) {
-  return detail::write_from(fd_, detail::FdKind::socket, src, -1, blocking_, ec);
+  return detail::write_from(fd_.get(), detail::FdKind::socket, src, -1, blocking_, ec);
 }
 
 std::int64_t SocketChannel::write(std::span<ByteBuffer> srcs, std::error_code& ec) {
-  return detail::gather_write(fd_, detail::FdKind::socket, srcs, -1, blocking_, ec);
+  return detail::gather_write(fd_.get(), detail::FdKind::socket, srcs, -1, blocking_, ec);
 }
 
 int SocketChannel::valid_ops() const noexcept {
@@ -187,16 +189,16 @@ int SocketChannel::translate_ready_ops(std::uint32_t events, int interest) const
 // ---- ServerSocketChannel ------------------------------------------------------------------
 
 ServerSocketChannel ServerSocketChannel::open(ProtocolFamily family) {
-  return from_native(Socket::open(detail::family_domain(family), SOCK_STREAM).fd());
+  return ServerSocketChannel(Socket::open(detail::family_domain(family), SOCK_STREAM));
 }
 
 ServerSocketChannel ServerSocketChannel::from_native(int fd) noexcept {
-  return ServerSocketChannel(fd);
+  return ServerSocketChannel(FileDescriptor(fd));
 }
 
 ServerSocketChannel& ServerSocketChannel::bind(const SocketAddress& local, int backlog) {
-  Socket(fd_).bind_or_throw(local);
-  if (auto ec = Socket(fd_).listen(backlog <= 0 ? SOMAXCONN : backlog)) {
+  Socket(fd_.get()).bind_or_throw(local);
+  if (auto ec = Socket(fd_.get()).listen(backlog <= 0 ? SOMAXCONN : backlog)) {
     throw std::system_error(ec, "listen");
   }
   return *this;
@@ -212,15 +214,15 @@ std::optional<SocketChannel> ServerSocketChannel::accept() {
 }
 
 std::optional<SocketChannel> ServerSocketChannel::accept(std::error_code& ec) {
-  int fd = Socket(fd_).accept(ec);
-  if (fd < 0) {
+  FileDescriptor fd = Socket(fd_.get()).accept(ec);
+  if (!fd) {
     return std::nullopt;
   }
-  return SocketChannel(fd, SocketChannel::State::connected);
+  return SocketChannel(std::move(fd), SocketChannel::State::connected);
 }
 
 std::optional<SocketAddress> ServerSocketChannel::local_address() const {
-  return Socket(fd_).local_address();
+  return Socket(fd_.get()).local_address();
 }
 
 int ServerSocketChannel::valid_ops() const noexcept { return SelectionKey::OP_ACCEPT; }

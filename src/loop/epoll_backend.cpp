@@ -16,18 +16,18 @@ constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
 
 std::unique_ptr<Backend> make_epoll_backend(LoopCore& core, const EventLoop::Options& options,
                                             std::error_code& ec) {
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) {
+  FileDescriptor ep(::epoll_create1(EPOLL_CLOEXEC));
+  if (!ep) {
     ec = {errno, std::generic_category()};
     return nullptr;
   }
-  return std::make_unique<EpollBackend>(core, ep, std::max(1u, options.epoll_batch));
+  return std::make_unique<EpollBackend>(core, std::move(ep), std::max(1u, options.epoll_batch));
 }
 
-EpollBackend::EpollBackend(LoopCore& core, int epfd, unsigned batch)
-    : core_(core), ep_(epfd), events_(batch) {}
+EpollBackend::EpollBackend(LoopCore& core, FileDescriptor epfd, unsigned batch)
+    : core_(core), ep_(std::move(epfd)), events_(batch) {}
 
-EpollBackend::~EpollBackend() { ::close(ep_); }
+EpollBackend::~EpollBackend() = default;
 
 EpollBackend::Fd& EpollBackend::fd_entry(int fd) {
   if (static_cast<std::size_t>(fd) >= fds_.size())
@@ -49,7 +49,7 @@ void EpollBackend::cancel(Operation& op) {
 void EpollBackend::forget_fd(int fd) {
   if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
   Fd& f = fds_[fd];
-  if (f.registered) ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
+  if (f.registered) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
   // Operations of other descriptors parked here (a transfer's file) retry and see the closed fd.
   wake_list(f.in);
   wake_list(f.out);
@@ -73,8 +73,8 @@ bool EpollBackend::ensure_registered(int fd, Fd& f) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = (std::uint64_t{f.generation} << 32) | static_cast<std::uint32_t>(fd);
-  if (::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) == 0 ||
-      (errno == EEXIST && ::epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+  if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) == 0 ||
+      (errno == EEXIST && ::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, fd, &ev) == 0)) {
     f.registered = true;
     return true;
   }
@@ -144,7 +144,7 @@ void EpollBackend::watch_internal(int fd, InternalFd which) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLET;
   ev.data.u64 = internal_bit | static_cast<unsigned>(which);
-  ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+  ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev);
   internal_[static_cast<unsigned>(which)] = fd;
 }
 
@@ -155,7 +155,7 @@ void EpollBackend::wait(std::chrono::nanoseconds timeout) {
     ms = static_cast<int>(std::min<long long>(m, 1 << 30));
   }
   AtomicCounters::add(core_.stats().kernel_entries, 1);
-  int n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
+  int n = ::epoll_wait(ep_.get(), events_.data(), static_cast<int>(events_.size()), ms);
   for (int i = 0; i < n; ++i) {
     std::uint64_t data = events_[i].data.u64;
     std::uint32_t ev = events_[i].events;

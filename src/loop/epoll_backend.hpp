@@ -16,7 +16,7 @@ namespace niox::detail {
 
 class EpollBackend final : public Backend {
  public:
-  EpollBackend(LoopCore& core, int epfd, unsigned batch);
+  EpollBackend(LoopCore& core, FileDescriptor epfd, unsigned batch);
   ~EpollBackend() override;
 
   BackendKind kind() const noexcept override { return BackendKind::epoll; }
@@ -26,7 +26,7 @@ class EpollBackend final : public Backend {
   void flush() override { drain(); }
   void wait(std::chrono::nanoseconds timeout) override;
   void watch_internal(int fd, InternalFd which) override;
-  int pollable_fd() override { return ep_; }
+  int pollable_fd() override { return ep_.get(); }
 
  private:
   struct Fd {
@@ -49,7 +49,7 @@ class EpollBackend final : public Backend {
   void wake_list(OpList& list);
 
   LoopCore& core_;
-  int ep_;
+  FileDescriptor ep_;
   std::vector<epoll_event> events_;
   // A deque: growing it for a higher descriptor must not move the entries, whose operation
   // lists the pending operations point into.

@@ -101,8 +101,9 @@ namespace detail {
 
 LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
   ignore_sigpipe_once();
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  // A throw below closes wake_fd_ with the half-built core.
+  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_fd_) throw std::system_error(errno, std::generic_category(), "eventfd");
 
   BackendKind want = options.backend;
   if (want == BackendKind::automatic) want = env_backend();
@@ -110,7 +111,6 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
   if (want == BackendKind::io_uring || want == BackendKind::automatic) {
     backend_ = make_io_uring_backend(*this, options_, ec);
     if (!backend_ && want == BackendKind::io_uring) {
-      ::close(wake_fd_);
       throw std::system_error(ec, "niox: io_uring backend unavailable");
     }
     if (!backend_) {
@@ -123,11 +123,10 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
   if (!backend_) {
     backend_ = make_epoll_backend(*this, options_, ec);
     if (!backend_) {
-      ::close(wake_fd_);
       throw std::system_error(ec, "niox: epoll backend unavailable");
     }
   }
-  backend_->watch_internal(wake_fd_, InternalFd::wake);
+  backend_->watch_internal(wake_fd_.get(), InternalFd::wake);
   ops_.reserve(64);
   to_start_.reserve(64);
   starting_.reserve(64);
@@ -143,8 +142,8 @@ LoopCore::~LoopCore() {
       if (owned->in_kernel()) (void)owned.release();
     }
   }
-  if (timer_fd_ >= 0) ::close(timer_fd_);
-  ::close(wake_fd_);
+  timer_fd_.reset();
+  wake_fd_.reset();
 }
 
 Operation* LoopCore::acquire() {
@@ -167,8 +166,7 @@ Operation* LoopCore::acquire() {
 void LoopCore::recycle(Operation* op) noexcept {
   op->fn.reset();
   op->bufs.clear();
-  for (int fd : op->accepted) ::close(fd);
-  op->accepted.clear();
+  op->accepted.clear();  // never handed over: no handler, no loop has used them
   op->ec.clear();
   op->move_to(OpState::free);
   op->in_completed = op->connect_started = false;
@@ -432,6 +430,10 @@ std::size_t LoopCore::run_completions() {
       c.ec = op->ec;
       c.bytes = op->done;
       c.value = op->value;
+      if (!op->accepted.empty()) {  // a single accept's connection (multishot hands its own)
+        c.fd = std::move(op->accepted.front());
+        op->accepted.clear();
+      }
       c.buffers = std::span<ByteBuffer>(op->bufs);
       if (!op->ec && op->addrlen > 0) {  // recvmsg: the sender (the others' handlers ignore it)
         c.peer = &op->addr;
@@ -521,7 +523,7 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
         its.it_value.tv_sec = ns / 1000000000;
         its.it_value.tv_nsec = ns % 1000000000;
       }
-      ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+      ::timerfd_settime(timer_fd_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
       timer_fd_deadline_ = deadline;
     }
   }
@@ -543,7 +545,7 @@ void LoopCore::stop() noexcept {
 void LoopCore::self_wake() noexcept {
   if (!wake_pending_.exchange(true)) {
     std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(wake_fd_, &one, sizeof one);
+    [[maybe_unused]] auto r = ::write(wake_fd_.get(), &one, sizeof one);
   }
 }
 
@@ -602,9 +604,9 @@ void LoopCore::shutdown() {
 
 int LoopCore::pollable_fd() {
   if (!embedded_) {
-    timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (timer_fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
-    backend_->watch_internal(timer_fd_, InternalFd::timer);
+    timer_fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!timer_fd_) throw std::system_error(errno, std::generic_category(), "timerfd_create");
+    backend_->watch_internal(timer_fd_.get(), InternalFd::timer);
     embedded_ = true;
     self_wake();  // whatever is already queued gets a first turn
   }

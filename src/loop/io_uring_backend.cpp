@@ -95,8 +95,7 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
 }
 
 IoUringBackend::~IoUringBackend() {
-  io_uring_queue_exit(&ring_);
-  if (notify_fd_ >= 0) ::close(notify_fd_);
+  io_uring_queue_exit(&ring_);  // before notify_fd_ closes: the ring has it registered
 }
 
 void IoUringBackend::ensure_enabled() {
@@ -332,15 +331,15 @@ void IoUringBackend::watch_internal(int fd, InternalFd which) {
 }
 
 int IoUringBackend::pollable_fd() {
-  if (notify_fd_ < 0) {
-    notify_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (notify_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    int r = io_uring_register_eventfd(&ring_, notify_fd_);
+  if (!notify_fd_) {
+    notify_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!notify_fd_) throw std::system_error(errno, std::generic_category(), "eventfd");
+    int r = io_uring_register_eventfd(&ring_, notify_fd_.get());
     if (r < 0) throw std::system_error(-r, std::generic_category(), "io_uring_register_eventfd");
     std::uint64_t one = 1;  // the host's first look finds work: the first turn submits
-    [[maybe_unused]] auto w = ::write(notify_fd_, &one, sizeof one);
+    [[maybe_unused]] auto w = ::write(notify_fd_.get(), &one, sizeof one);
   }
-  return notify_fd_;
+  return notify_fd_.get();
 }
 
 void IoUringBackend::submit_pending() {
@@ -350,8 +349,8 @@ void IoUringBackend::submit_pending() {
 
 void IoUringBackend::clear_pollable() {
   std::uint64_t v;
-  if (notify_fd_ >= 0) [[maybe_unused]]
-    auto r = ::read(notify_fd_, &v, sizeof v);
+  if (notify_fd_) [[maybe_unused]]
+    auto r = ::read(notify_fd_.get(), &v, sizeof v);
 }
 
 }  // namespace niox::detail

@@ -59,7 +59,7 @@ class IoUringBackend final : public Backend {
   int internal_fd_[3] = {-1, -1, -1};
   std::uint64_t internal_buf_[3] = {};
   bool internal_armed_[3] = {};
-  int notify_fd_ = -1;
+  FileDescriptor notify_fd_;  // embedded mode; closed after the ring lets go of it
 };
 
 }  // namespace niox::detail

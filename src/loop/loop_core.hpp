@@ -130,8 +130,9 @@ class LoopCore {
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
   std::atomic<int> thread_tid_{0};
-  int wake_fd_ = -1;
-  int timer_fd_ = -1;  // embedded mode only
+  // The loop's own descriptors, closed after the backend that watches them.
+  FileDescriptor wake_fd_;
+  FileDescriptor timer_fd_;  // embedded mode only
   std::chrono::steady_clock::time_point timer_fd_deadline_{};
   bool embedded_ = false;
   bool shutting_down_ = false;

@@ -79,9 +79,9 @@ struct Operation {
   msghdr msg{};
   sockaddr_storage addr{};
   socklen_t addrlen = 0;
-  std::vector<int> accepted;  // multishot: descriptors not yet handed to the handler
-  unsigned ticks = 0;         // periodic timer: firings not yet handed to the handler
-  TransferEngine transfer;    // transfer_to, transfer_from (its copy buffer kept across reuse)
+  std::vector<FileDescriptor> accepted;  // connections not yet handed to the handler
+  unsigned ticks = 0;                    // periodic timer: firings not yet handed to the handler
+  TransferEngine transfer;  // transfer_to, transfer_from (its copy buffer kept across reuse)
 
   std::chrono::steady_clock::time_point deadline{};
   std::chrono::nanoseconds period{};

@@ -4,7 +4,6 @@
 #include "channels/socket.hpp"
 
 #include <sys/socket.h>
-#include <unistd.h>
 
 namespace niox {
 
@@ -36,11 +35,12 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
     o.set(channel_option::so_reuseaddr, true);
     o.merge(options);
     std::error_code ec;
-    Socket socket = Socket::open(family, SOCK_STREAM, true, ec);
+    FileDescriptor fd = Socket::open(family, SOCK_STREAM, true, ec);
     if (ec) {
       promise.try_failure(ec);
       return;
     }
+    Socket socket(fd.get());
     ec = o.apply_to_socket(socket.fd(), family);
     if (!ec) {
       ec = socket.bind(local);
@@ -49,11 +49,10 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
       ec = socket.listen(o.so_backlog.value_or(SOMAXCONN));
     }
     if (ec) {
-      ::close(socket.fd());
-      promise.try_failure(ec);
+      promise.try_failure(ec);  // `fd` closes the socket, which no loop has seen
       return;
     }
-    fd_ = FileDescriptor(socket.fd());
+    fd_ = std::move(fd);
     family_ = family;
     set_addresses(socket.local_address(ec), std::nullopt);  // ec: unused from here on
     keep_alive_ = shared_from_this();
@@ -78,19 +77,21 @@ void LoopServerSocketChannel::do_read_begin() {
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
   if (config().is_auto_read()) {
     multishot_ = true;
-    accept_op_ = loop_->accept_multishot(
-        fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+    accept_op_ = loop_->accept_multishot(fd_.get(), [s](std::error_code ec, FileDescriptor fd) {
+      s->on_accepted(ec, std::move(fd));
+    });
   } else {
     // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
     multishot_ = false;
-    accept_op_ =
-        loop_->accept(fd_.get(), [s](std::error_code ec, int fd) { s->on_accepted(ec, fd); });
+    accept_op_ = loop_->accept(fd_.get(), [s](std::error_code ec, FileDescriptor fd) {
+      s->on_accepted(ec, std::move(fd));
+    });
   }
 }
 
-void LoopServerSocketChannel::on_accepted(std::error_code ec, int accepted) {
-  if (accepted >= 0) {
-    FileDescriptor fd(accepted);  // ours from here on: closed unless a child takes it
+// `fd` is closed on return unless a child channel took it; no loop has used it yet.
+void LoopServerSocketChannel::on_accepted(std::error_code ec, FileDescriptor fd) {
+  if (fd) {
     if (!multishot_) {
       accepting_ = false;
       accept_op_ = {};

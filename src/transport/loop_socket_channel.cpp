@@ -66,7 +66,7 @@ LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, 
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
-  return adopt(loop, FileDescriptor(Socket::open(family, SOCK_STREAM, true).fd()), family);
+  return adopt(loop, Socket::open(family, SOCK_STREAM, true), family);
 }
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::adopt(EventLoop& loop, FileDescriptor fd,

@@ -253,6 +253,30 @@ TEST_F(SocketChannelTest, MoveKeepsDescriptorAndFromNative) {
   EXPECT_EQ(read_exactly(pair.server, 2), "ok");
 }
 
+// A moved-from channel owns nothing: dropping it leaves the descriptor to the channel it moved
+// to, and move assignment closes what the target owned before.
+TEST_F(SocketChannelTest, MovedFromChannelOwnsNothing) {
+  auto pair = tcp_pair();
+  const int before = test::open_fd_count();
+  {
+    SocketChannel moved(std::move(pair.client));
+    EXPECT_EQ(pair.client.native_handle(), -1);
+    { SocketChannel emptied(std::move(pair.client)); }
+    pair.client.close();
+    EXPECT_EQ(test::open_fd_count(), before);
+    write_all(moved, "ok");
+    EXPECT_EQ(read_exactly(pair.server, 2), "ok");
+    SocketChannel target = SocketChannel::open();
+    EXPECT_EQ(test::open_fd_count(), before + 1);
+    target = std::move(moved);
+    EXPECT_EQ(test::open_fd_count(), before);
+    EXPECT_FALSE(moved.is_open());
+    write_all(target, "ko");
+    EXPECT_EQ(read_exactly(pair.server, 2), "ko");
+  }
+  EXPECT_EQ(test::open_fd_count(), before - 1);
+}
+
 // Accepting at the descriptor limit: EMFILE every time, as an error, until a descriptor frees.
 TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
   pid_t pid = ::fork();
@@ -281,15 +305,15 @@ TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
         clients.erase(clients.begin());
       }
       // Fill every descriptor below the new limit.
-      int highest = ::fcntl(server.native_handle(), F_DUPFD_CLOEXEC, 0);
-      rlimit lim{static_cast<rlim_t>(highest + 2), static_cast<rlim_t>(highest + 2)};
-      ::close(highest);
+      FileDescriptor highest(::fcntl(server.native_handle(), F_DUPFD_CLOEXEC, 0));
+      rlimit lim{static_cast<rlim_t>(highest.get() + 2), static_cast<rlim_t>(highest.get() + 2)};
+      highest.reset();
       if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(10);
-      std::vector<int> fillers;
+      std::vector<FileDescriptor> fillers;
       for (;;) {
-        int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) break;
-        fillers.push_back(fd);
+        FileDescriptor fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (!fd) break;
+        fillers.push_back(std::move(fd));
       }
       if (errno != EMFILE || fillers.empty()) ::_exit(11);
       std::error_code ec;
@@ -303,11 +327,10 @@ TEST_F(SocketChannelTest, AcceptReportsEmfileAndRecovers) {
       } catch (const std::system_error& e) {
         if (e.code() != std::errc::too_many_files_open) ::_exit(14);
       }
-      ::close(fillers.back());
       fillers.pop_back();
       auto got = server.accept(ec);
       if (!got || ec) ::_exit(15);
-      for (int fd : fillers) ::close(fd);
+      fillers.clear();
       // The recovered connection works.
       auto b = ByteBuffer::wrap(std::string_view("!"));
       clients[0].write(b);

@@ -6,6 +6,8 @@
 
 #include "http_server_connection.hpp"
 
+#include <niox/base/file_descriptor.hpp>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -26,14 +28,14 @@ class BlockingHttpServer {
  public:
   explicit BlockingHttpServer(const StaticFileResponder& responder) : responder_(responder) {
     ::signal(SIGPIPE, SIG_IGN);
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int l = listener_.get();
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (!listener_ || ::bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(l, 16) != 0 || ::getsockname(l, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
       throw std::runtime_error("cannot listen on loopback");
     }
     port_ = ntohs(addr.sin_port);
@@ -42,7 +44,6 @@ class BlockingHttpServer {
   ~BlockingHttpServer() {
     stop_ = true;
     thread_.join();
-    ::close(listener_);
   }
 
   std::uint16_t port() const { return port_; }
@@ -54,16 +55,16 @@ class BlockingHttpServer {
  private:
   void run() {
     while (!stop_) {
-      pollfd p{listener_, POLLIN, 0};
+      pollfd p{listener_.get(), POLLIN, 0};
       if (::poll(&p, 1, 50) <= 0) continue;
-      int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      FileDescriptor connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!connection) continue;
       ++connections_;
+      const int fd = connection.get();
       timeval tv{5, 0};  // a stuck client cannot hang the test
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
       ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
       serve(fd);
-      ::close(fd);
     }
   }
 
@@ -133,7 +134,7 @@ class BlockingHttpServer {
 
   const StaticFileResponder& responder_;
   OpenFileCache cache_;  // used by the server thread only, like an event loop's
-  int listener_ = -1;
+  FileDescriptor listener_;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};

@@ -105,8 +105,9 @@ TEST_F(CurlInteropTest, NothingOutsideTheRootIsServed) {
 }
 
 TEST_F(CurlInteropTest, PipelinedRequestsOnARawSocket) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
+  FileDescriptor socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(socket.valid());
+  const int fd = socket.get();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -125,7 +126,7 @@ TEST_F(CurlInteropTest, PipelinedRequestsOnARawSocket) {
   char buf[4096];
   ssize_t n;
   while ((n = ::read(fd, buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
+  socket.reset();
   std::vector<std::string> statuses;
   for (std::size_t pos = 0; (pos = got.find("HTTP/1.1 ", pos)) != std::string::npos; pos += 9) {
     statuses.push_back(got.substr(pos + 9, 3));

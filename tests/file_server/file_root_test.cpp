@@ -3,9 +3,10 @@
 #include "temp_tree.hpp"
 #include "test_printers.hpp"
 
+#include "support/open_fds.hpp"
+
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,14 +26,6 @@ std::string read_all(int fd) {
     out.append(buf, static_cast<std::size_t>(n));
   }
   return out;
-}
-
-int count_open_fds() {
-  int n = 0;
-  DIR* d = ::opendir("/proc/self/fd");
-  while (::readdir(d) != nullptr) ++n;
-  ::closedir(d);
-  return n;
 }
 
 // tree/outside/secret.txt is the file no request may ever read.
@@ -60,11 +53,11 @@ class FileRootTest : public ::testing::TestWithParam<Resolver> {
     if (root_->resolver() != GetParam()) {
       GTEST_SKIP() << "openat2 is not available";
     }
-    fds_before_ = count_open_fds();
+    fds_before_ = niox::test::open_fd_count();
   }
   void TearDown() override {
     if (root_ && root_->resolver() == GetParam()) {
-      EXPECT_EQ(count_open_fds(), fds_before_) << "a descriptor leaked";
+      EXPECT_EQ(niox::test::open_fd_count(), fds_before_) << "a descriptor leaked";
     }
   }
 

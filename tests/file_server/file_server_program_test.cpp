@@ -3,6 +3,8 @@
 #include "http_fields.hpp"
 #include "support/backends.hpp"
 #include "support/child_process.hpp"
+
+#include <niox/base/file_descriptor.hpp>
 #include "temp_tree.hpp"
 
 #include <arpa/inet.h>
@@ -43,7 +45,8 @@ struct ServerCase {
 
 // Sends `request` and reads until the server closes (or 5 s of silence).
 std::string http_exchange(std::uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int fd = socket.get();
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -66,7 +69,6 @@ std::string http_exchange(std::uint16_t port, const std::string& request) {
       if (n > 0) out.append(buf, static_cast<std::size_t>(n));
     }
   }
-  ::close(fd);
   return out;
 }
 
@@ -344,19 +346,16 @@ TEST_P(FileServerProgramTest, CurlFetchesAPage) {
   EXPECT_TRUE(out == "0123456789abcdefghij" + big_) << out.size() << " bytes";
 }
 
-// Connects to the server on loopback; -1 on failure. Receives time out after `timeout_s`.
-int connect_to(std::uint16_t port, int timeout_s) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// Connects to the server on loopback; invalid on failure. Receives time out after `timeout_s`.
+niox::FileDescriptor connect_to(std::uint16_t port, int timeout_s) {
+  niox::FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   timeval tv{timeout_s, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fd.reset();
   return fd;
 }
 
@@ -379,8 +378,9 @@ TEST_P(FileServerProgramTest, IdleKeepAliveConnectionIsClosed) {
   server_->signal(SIGTERM);
   ASSERT_EQ(server_->wait(), 0);
   start({"--root", root_.path().string(), "--idle-timeout", "0.5"});
-  int fd = connect_to(port_, 10);
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor connection = connect_to(port_, 10);
+  ASSERT_TRUE(connection.valid());
+  const int fd = connection.get();
   std::string req = "GET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n";  // keep-alive
   ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   std::string got;
@@ -389,7 +389,6 @@ TEST_P(FileServerProgramTest, IdleKeepAliveConnectionIsClosed) {
   EXPECT_TRUE(read_until_closed(fd, got)) << got;
   EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
   EXPECT_TRUE(got.ends_with("0123456789abcdefghij")) << got;
-  ::close(fd);
 }
 
 TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
@@ -401,7 +400,8 @@ TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
   server_->signal(SIGTERM);
   ASSERT_EQ(server_->wait(), 0);
   start({"--root", root_.path().string(), "--idle-timeout", "0.3"});
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  niox::FileDescriptor connection(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int fd = connection.get();
   int small = 32 * 1024;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   timeval tv{10, 0};
@@ -422,7 +422,7 @@ TEST_P(FileServerProgramTest, SlowReaderOfALargeFileIsNotCutOff) {
     got.append(buf, static_cast<std::size_t>(n));
     ::usleep(5000);  // ~3 MB/s at most: a few seconds for the file
   }
-  ::close(fd);
+  connection.reset();
   EXPECT_EQ(status_line(got), "HTTP/1.1 200 OK");
   EXPECT_TRUE(body_of(got) == large)
       << "got " << body_of(got).size() << " of " << large.size() << " body bytes";
@@ -432,8 +432,9 @@ TEST_P(FileServerProgramTest, SlowlorisClientIsClosed) {
   server_->signal(SIGTERM);
   ASSERT_EQ(server_->wait(), 0);
   start({"--root", root_.path().string(), "--idle-timeout", "0.5"});
-  int fd = connect_to(port_, 10);
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor connection = connect_to(port_, 10);
+  ASSERT_TRUE(connection.valid());
+  const int fd = connection.get();
   // One byte every 100 ms never leaves the connection idle, but the head is never complete:
   // the server closes it once the head has been pending for the timeout. 100 header bytes
   // would take 10 s.
@@ -454,7 +455,6 @@ TEST_P(FileServerProgramTest, SlowlorisClientIsClosed) {
     }
   }
   EXPECT_TRUE(closed) << "the connection stayed open for the whole slow request";
-  ::close(fd);
 }
 
 TEST_P(FileServerProgramTest, CraftedTargetIsRedirectedInsideTheRootOnly) {
@@ -489,8 +489,9 @@ TEST_P(FileServerProgramTest, IfModifiedSinceInTheFutureIsIgnored) {
 TEST_P(FileServerProgramTest, ClientStillSendingAnOversizedHeadGetsThe431ThenACleanEnd) {
   // The client keeps sending its (endless) header field while it reads. It must get the whole
   // 431 response and then an end of stream: no reset, which could also discard the response.
-  int fd = connect_to(port_, 10);
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor connection = connect_to(port_, 10);
+  ASSERT_TRUE(connection.valid());
+  const int fd = connection.get();
   ASSERT_TRUE(send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\nX-Big: "));
   ASSERT_EQ(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
   const std::string filler(64 * 1024, 'a');
@@ -530,7 +531,7 @@ TEST_P(FileServerProgramTest, ClientStillSendingAnOversizedHeadGetsThe431ThenACl
       }
     }
   }
-  ::close(fd);
+  connection.reset();
   EXPECT_EQ(recv_error, 0) << "receive failed: " << std::strerror(recv_error);
   EXPECT_EQ(send_error, 0) << "send failed: " << std::strerror(send_error);
   EXPECT_EQ(status_line(got), "HTTP/1.1 431 Request Header Fields Too Large");
@@ -546,12 +547,11 @@ TEST_P(FileServerProgramTest, ManyOneByteConnectionsDoNotEachReserveTheHeadLimit
   constexpr long limit_kib = 1024;
   const long before = vm_rss_kib(server_->pid());
   ASSERT_GT(before, 0);
-  std::vector<int> fds;
+  std::vector<niox::FileDescriptor> fds;
   for (std::size_t i = 0; i < connections; ++i) {
-    int fd = connect_to(port_, 10);
-    ASSERT_GE(fd, 0) << "connection " << i;
-    fds.push_back(fd);
-    ASSERT_EQ(::send(fd, "G", 1, MSG_NOSIGNAL), 1);
+    fds.push_back(connect_to(port_, 10));
+    ASSERT_TRUE(fds.back().valid()) << "connection " << i;
+    ASSERT_EQ(::send(fds.back().get(), "G", 1, MSG_NOSIGNAL), 1);
   }
   // Every byte read by the server: no server-side socket holds unread bytes.
   EXPECT_TRUE(eventually(
@@ -562,15 +562,15 @@ TEST_P(FileServerProgramTest, ManyOneByteConnectionsDoNotEachReserveTheHeadLimit
       std::chrono::seconds(30)));
   const long after_one_byte = vm_rss_kib(server_->pid());
   // The rest of each request, and its answer: each connection's first byte was decoded.
-  for (int fd : fds) {
-    ASSERT_TRUE(send_all(fd, "ET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n"));
+  for (const auto& fd : fds) {
+    ASSERT_TRUE(send_all(fd.get(), "ET /docs/a.txt HTTP/1.1\r\nHost: t\r\n\r\n"));
   }
   std::size_t answered = 0;
-  for (int fd : fds) {
-    answered += body_of(read_response(fd)) == "0123456789abcdefghij" ? 1 : 0;
+  for (const auto& fd : fds) {
+    answered += body_of(read_response(fd.get())) == "0123456789abcdefghij" ? 1 : 0;
   }
   const long after_requests = vm_rss_kib(server_->pid());
-  for (int fd : fds) ::close(fd);
+  fds.clear();
   EXPECT_EQ(answered, connections);
   // Generous: an eighth of what a limit-sized buffer per connection would take.
   const long bound = static_cast<long>(connections) * limit_kib / 8;
@@ -613,7 +613,8 @@ TEST_P(FileServerProgramTest, ServesOverAUnixDomainSocket) {
   restart({"--bind", "unix:" + socket_path});
   EXPECT_NE(banner_.find("listening on unix:" + socket_path), std::string::npos) << banner_;
   auto exchange = [&](const std::string& request) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    niox::FileDescriptor socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int fd = socket.get();
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, socket_path.c_str(), sizeof a.sun_path - 1);
@@ -623,7 +624,6 @@ TEST_P(FileServerProgramTest, ServesOverAUnixDomainSocket) {
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send_all(fd, request)) {
       read_until_closed(fd, out);
     }
-    ::close(fd);
     return out;
   };
   auto small = exchange(get("/docs/a.txt"));

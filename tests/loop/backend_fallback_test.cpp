@@ -54,22 +54,23 @@ int child(int err) {
     return 13;  // a named backend that cannot run must throw
   } catch (const std::system_error&) {
   }
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return 14;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) return 14;
+  FileDescriptor sv[2] = {FileDescriptor(pair[0]), FileDescriptor(pair[1])};
   ByteBuffer msg = ByteBuffer::allocate(3);
   msg.put(std::string_view("abc"));
   msg.flip();
   bool wrote = false;
   std::size_t got = 0;
-  first.write(sv[0], std::move(msg),
+  first.write(sv[0].get(), std::move(msg),
               [&](std::error_code ec, std::size_t, ByteBuffer) { wrote = !ec; });
-  first.read(sv[1], ByteBuffer::allocate(8),
+  first.read(sv[1].get(), ByteBuffer::allocate(8),
              [&](std::error_code ec, std::size_t n, ByteBuffer) { got = ec ? 0 : n; });
   if (!test::run_until(
           first, [&] { return wrote && got == 3; }, std::chrono::seconds(10)))
     return 15;
-  first.close(FileDescriptor(sv[0]));
-  first.close(FileDescriptor(sv[1]));
+  first.close(std::move(sv[0]));
+  first.close(std::move(sv[1]));
   return 0;
 }
 
@@ -78,18 +79,19 @@ class BackendFallback : public ::testing::TestWithParam<int> {};
 TEST_P(BackendFallback, AutomaticLoopFallsBackToEpollAndSaysSoOnce) {
   int err_pipe[2];
   ASSERT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
+  FileDescriptor err_r(err_pipe[0]);
+  FileDescriptor err_w(err_pipe[1]);
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::dup2(err_w.get(), STDERR_FILENO);
     std::_Exit(child(GetParam()));
   }
-  ::close(err_pipe[1]);
+  err_w.reset();  // the child's copy is the only writer: EOF when it exits
   std::string err;
   char buf[512];
-  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof buf)) > 0;)
+  for (ssize_t n; (n = ::read(err_r.get(), buf, sizeof buf)) > 0;)
     err.append(buf, static_cast<std::size_t>(n));
-  ::close(err_pipe[0]);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));

@@ -4,6 +4,7 @@
 
 #include "support/backends.hpp"
 #include "support/loop_sockets.hpp"
+#include "support/open_fds.hpp"
 
 #include <gtest/gtest.h>
 
@@ -177,28 +178,25 @@ TEST_P(LoopTest, EndOfStreamIsZeroBytesWithoutError) {
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
 }
 
-// One loopback TCP connection accepted and connected through the loop; server_fd is empty
-// (get() < 0) if that failed.
+// One loopback TCP connection accepted and connected through the loop; server_fd is invalid if
+// that failed.
 struct Connected {
   FileDescriptor client;
   FileDescriptor server_fd;
 };
 Connected connect_through(EventLoop& loop, const FileDescriptor& listener) {
   Connected c{test::loop_tcp_socket(), FileDescriptor()};
-  int server = -1;
   bool connected = false;
-  loop.accept(listener.get(), [&](std::error_code ec, int fd) {
+  loop.accept(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
     EXPECT_FALSE(ec);
-    server = fd;
+    c.server_fd = std::move(fd);
   });
   loop.connect(c.client.get(), InetSocketAddress::loopback_v4(test::local_port(listener.get())),
                [&](std::error_code ec) {
                  EXPECT_FALSE(ec);
                  connected = true;
                });
-  if (run_until(loop, [&] { return connected && server >= 0; })) {
-    c.server_fd = FileDescriptor(server);
-  }
+  run_until(loop, [&] { return connected && c.server_fd.valid(); });
   return c;
 }
 
@@ -247,15 +245,15 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   std::error_code final_ec;
   int calls_after_final = 0;
   bool final_seen = false;
-  auto h = loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
+  auto h = loop.accept_multishot(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
     if (final_seen) ++calls_after_final;
     if (ec) {
       final_ec = ec;
       final_seen = true;
-      EXPECT_EQ(fd, -1);
+      EXPECT_FALSE(fd.valid());
       return;
     }
-    accepted.emplace_back(fd);
+    accepted.push_back(std::move(fd));
   });
   std::vector<FileDescriptor> clients;
   for (int i = 0; i < 5; ++i) {
@@ -271,6 +269,48 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   loop.release(listener);
 }
 
+// The handler owns each accepted connection: one it drops is closed with its FileDescriptor,
+// for the single and the multishot accept, so a server that lets connections go leaks nothing.
+TEST_P(LoopTest, AcceptedConnectionsTheHandlerDropsAreClosed) {
+  EventLoop loop(options());
+  FileDescriptor listener = test::loop_tcp_listener();
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(test::local_port(listener.get()));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  constexpr int kEach = 16;
+  const int before = test::open_fd_count();
+  std::vector<FileDescriptor> clients;
+  for (int i = 0; i < 2 * kEach; ++i) {
+    clients.push_back(test::loop_tcp_socket());
+    ::connect(clients.back().get(), reinterpret_cast<sockaddr*>(&to), sizeof to);
+  }
+  int accepted = 0;
+  std::function<void()> accept_one = [&] {
+    loop.accept(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
+      EXPECT_FALSE(ec);
+      EXPECT_TRUE(fd.valid());
+      if (++accepted < kEach) accept_one();
+    });  // `fd` goes out of scope: the connection closes
+  };
+  accept_one();
+  ASSERT_TRUE(test::run_until(loop, [&] { return accepted == kEach; }));
+  bool ended = false;
+  auto h = loop.accept_multishot(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
+    EXPECT_EQ(fd.valid(), !ec);
+    if (ec)
+      ended = true;
+    else
+      ++accepted;
+  });
+  ASSERT_TRUE(test::run_until(loop, [&] { return accepted == 2 * kEach; }));
+  loop.cancel(h);
+  ASSERT_TRUE(test::run_until(loop, [&] { return ended; }));
+  clients.clear();  // never used with the loop
+  EXPECT_EQ(test::open_fd_count(), before);
+  loop.close(std::move(listener));
+}
+
 // EMFILE on accept: the multishot accept ends with that error (no busy loop), and accepting
 // works again once descriptors are available.
 TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
@@ -283,21 +323,22 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   loop.run_once();
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
-  int lowest_free = ::dup(0);
-  ASSERT_GE(lowest_free, 0);
-  ::close(lowest_free);
+  FileDescriptor probe(::dup(0));  // the lowest free number
+  ASSERT_TRUE(probe.valid());
+  const int lowest_free = probe.get();
+  probe.reset();
   rlimit tight = old;
   tight.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
-  std::vector<int> accepted;
+  std::vector<FileDescriptor> accepted;
   std::error_code final_ec;
   int calls = 0;
-  loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
+  loop.accept_multishot(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
     ++calls;
     if (ec)
       final_ec = ec;
     else
-      accepted.push_back(fd);
+      accepted.push_back(std::move(fd));
   });
   bool ended = run_until(
       loop, [&] { return static_cast<bool>(final_ec); }, std::chrono::seconds(10));
@@ -309,11 +350,11 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   EXPECT_EQ(calls, calls_at_end);  // nothing more after the final call: no spinning
   EXPECT_TRUE(accepted.empty());
   // Descriptors are back: accepting resumes where it stopped.
-  loop.accept_multishot(listener.get(), [&](std::error_code ec, int fd) {
-    if (!ec) accepted.push_back(fd);
+  loop.accept_multishot(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
+    if (!ec) accepted.push_back(std::move(fd));
   });
   ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 3; }));
-  for (int fd : accepted) loop.close(FileDescriptor(fd));
+  for (auto& fd : accepted) loop.close(std::move(fd));
   loop.close(std::move(listener));
 }
 
@@ -641,10 +682,11 @@ TEST_P(LoopTest, DestroyWithOperationsInFlight) {
                 });
     }
     loop.schedule(1h, [&] { ++timer_ran; });  // pending when the loop goes: never runs
-    loop.accept_multishot(b.get(), [&](std::error_code ec, int) {  // fails: not a listener
-      ++total;
-      if (ec) ++aborted;
-    });
+    loop.accept_multishot(b.get(),
+                          [&](std::error_code ec, FileDescriptor) {  // fails: not a listener
+                            ++total;
+                            if (ec) ++aborted;
+                          });
     loop.run_once();
     loop.run_once();
   }

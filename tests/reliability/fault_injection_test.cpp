@@ -56,10 +56,10 @@ std::vector<ByteBuffer> random_layout(std::span<const std::byte> data, std::mt19
 
 class ChannelFaults : public ::testing::Test {
  protected:
-  void SetUp() override { fds_before_ = open_transport_test_fds(); }
+  void SetUp() override { fds_before_ = open_fd_count(); }
   void TearDown() override {
     fi::disarm_all();
-    EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
+    EXPECT_EQ(open_fd_count(), fds_before_) << "descriptor leak";
   }
   int fds_before_ = 0;
 };

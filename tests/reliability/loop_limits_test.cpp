@@ -70,11 +70,10 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
   if (!via_shim) {
     ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   }
-  std::vector<int> fillers;
+  std::vector<FileDescriptor> fillers;
   std::optional<fi::Armed> accepts;
   auto restore = [&] {
     accepts.reset();
-    for (int fd : fillers) ::close(fd);
     fillers.clear();
     ::setrlimit(RLIMIT_NOFILE, &old);
   };
@@ -94,9 +93,9 @@ TEST_P(LimitsTest, EmfileOnAcceptDoesNotSpinAndRecoversWhenDescriptorsFreeUp) {
   // A client socket made before the table fills; its connection completes in the backlog.
   FileDescriptor client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   while (!via_shim) {
-    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) break;
-    fillers.push_back(fd);
+    FileDescriptor fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!fd) break;
+    fillers.push_back(std::move(fd));
   }
   sockaddr_storage ss{};
   socklen_t len = addr.to_native(ss);

@@ -12,6 +12,7 @@
 //
 // The server's backend follows NIOX_BACKEND (io_uring|epoll|auto). The clients are plain
 // non-blocking sockets on their own epoll set in the main thread, independent of niox.
+#include <niox/base/file_descriptor.hpp>
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 
@@ -102,7 +103,7 @@ inline std::uint8_t byte_at(std::uint64_t seed, std::size_t i) {
 enum class End : std::uint8_t { close, half_close, reset };
 
 struct Conn {
-  int fd = -1;
+  niox::FileDescriptor fd;  // closed when the connection leaves the live table
   std::uint64_t seed = 0;
   End end = End::close;
   std::size_t size = 0;      // bytes to send
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
     auto server = std::static_pointer_cast<niox::LoopServerSocketChannel>(bound.channel());
     socklen_t to_len = server->local_address()->to_native(to);
 
-    int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    niox::FileDescriptor epoll(::epoll_create1(EPOLL_CLOEXEC));
+    const int ep = epoll.get();
     // Warm-up connection so the "before" figures include the server's steady state.
     int fds_before = -1;
     long rss_before = -1;
@@ -201,20 +203,19 @@ int main(int argc, char** argv) {
 
     auto finish = [&](Conn& c, bool ok) {
       if (!ok) ++st.failed;
-      ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+      const int fd = c.fd.get();
+      ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
       if (c.end == End::reset) {
         linger l{1, 0};
-        ::setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
       }
-      ::close(c.fd);
-      int fd = c.fd;
-      live.erase(fd);
+      live.erase(fd);  // closes it; `c` is gone from here on
     };
     auto start_one = [&]() -> bool {
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fd < 0) return false;
       Conn c;
-      c.fd = fd;
+      c.fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!c.fd) return false;
+      const int fd = c.fd.get();
       c.seed = splitmix(rng);
       std::uint64_t r = splitmix(rng);
       c.end = static_cast<End>(r % 3);
@@ -222,7 +223,6 @@ int main(int argc, char** argv) {
       c.reset_at = (r >> 32) % (c.size + 1);
       int rcv = ::connect(fd, reinterpret_cast<sockaddr*>(&to), to_len);
       if (rcv != 0 && errno != EINPROGRESS) {
-        ::close(fd);
         ++st.failed;
         return true;
       }
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
       ev.data.fd = fd;
       ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-      live.emplace(fd, c);
+      live.emplace(fd, std::move(c));
       ++st.started;
       return true;
     };
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
       if (!c.connected) {
         int err = 0;
         socklen_t el = sizeof err;
-        ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        ::getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
         if (err != 0) return finish(c, false);
         if (!(ev & EPOLLOUT)) return;
         c.connected = true;
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
         std::size_t n = std::min(buf.size(), c.size - c.sent);
         if (c.end == End::reset) n = std::min(n, c.reset_at - c.sent);
         for (std::size_t i = 0; i < n; ++i) buf[i] = byte_at(c.seed, c.sent + i);
-        ssize_t k = ::send(c.fd, buf.data(), n, MSG_NOSIGNAL);
+        ssize_t k = ::send(c.fd.get(), buf.data(), n, MSG_NOSIGNAL);
         if (k < 0) {
           if (errno == EAGAIN || errno == EINTR) break;
           return finish(c, false);
@@ -264,22 +264,22 @@ int main(int argc, char** argv) {
         return finish(c, true);
       }
       if (c.sent == c.size && c.end == End::half_close && !c.shut) {
-        ::shutdown(c.fd, SHUT_WR);
+        ::shutdown(c.fd.get(), SHUT_WR);
         c.shut = true;
         epoll_event mod{};
         mod.events = EPOLLIN | EPOLLRDHUP;
-        mod.data.fd = c.fd;
-        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &mod);
+        mod.data.fd = c.fd.get();
+        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd.get(), &mod);
       } else if (c.sent == c.size && !c.shut) {
         c.shut = true;  // everything sent: stop asking for EPOLLOUT
         epoll_event mod{};
         mod.events = EPOLLIN | EPOLLRDHUP;
-        mod.data.fd = c.fd;
-        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &mod);
+        mod.data.fd = c.fd.get();
+        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd.get(), &mod);
       }
       // Receive and verify.
       for (;;) {
-        ssize_t k = ::recv(c.fd, buf.data(), buf.size(), 0);
+        ssize_t k = ::recv(c.fd.get(), buf.data(), buf.size(), 0);
         if (k < 0) {
           if (errno == EAGAIN || errno == EINTR) break;
           return finish(c, false);
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
     run_until_idle(Clock::now() + std::chrono::seconds(10), 0);
     std::uint64_t unfinished = live.size();
     for (auto it = live.begin(); it != live.end();) {
-      Conn c = it->second;
+      Conn& c = it->second;
       ++it;
       c.end = End::reset;
       finish(c, true);
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(unfinished));
       rc = 1;
     }
-    ::close(ep);
+    epoll.reset();
     std::error_code ignored;
     bound.channel()->close().sync(ignored);
     group.shutdown_gracefully();

@@ -5,6 +5,7 @@
 #include <niox/channels/server_socket_channel.hpp>
 #include <niox/channels/socket_channel.hpp>
 
+#include "open_fds.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -24,20 +25,6 @@
 #include <sys/socket.h>
 
 namespace niox::test {
-
-// Open descriptors of this process (entries of /proc/self/fd, minus the one used to list it).
-inline int open_fd_count() {
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) {
-    return -1;
-  }
-  int n = 0;
-  while (::readdir(d) != nullptr) {
-    ++n;
-  }
-  ::closedir(d);
-  return n - 3;  // ".", "..", and the directory's own descriptor
-}
 
 // Fails the test when a test case leaves descriptors behind.
 class FdLeakCheck : public ::testing::Test {

@@ -3,6 +3,8 @@
 // is still running, so no test leaves a process or a descriptor behind.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,9 +29,12 @@ class ChildProcess {
   explicit ChildProcess(const std::vector<std::string>& argv, int stdin_fd = -1) {
     int out[2];
     int err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      throw std::runtime_error("pipe2 failed");
-    }
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    out_.reset(out[0]);
+    FileDescriptor out_w(out[1]);
+    if (::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    err_.reset(err[0]);
+    FileDescriptor err_w(err[1]);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (stdin_fd >= 0) {
@@ -37,22 +42,15 @@ class ChildProcess {
     } else {
       posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     }
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, err_w.get(), 2);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    ::close(out[1]);
-    ::close(err[1]);
-    out_ = out[0];
-    err_ = err[0];
-    if (rc != 0) {
-      ::close(out_);
-      ::close(err_);
-      throw std::runtime_error("posix_spawn " + argv[0] + " failed");
-    }
+    // The child has its copies: ours of the write ends close here, so EOF arrives when it exits.
+    if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + " failed");
   }
   ~ChildProcess() {
     if (pid_ > 0 && !status_) {
@@ -60,8 +58,6 @@ class ChildProcess {
       int st = 0;
       ::waitpid(pid_, &st, 0);
     }
-    ::close(out_);
-    ::close(err_);
   }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -81,10 +77,10 @@ class ChildProcess {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
-      pollfd p{out_, POLLIN, 0};
+      pollfd p{out_.get(), POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
       char buf[4096];
-      ssize_t n = ::read(out_, buf, sizeof buf);
+      ssize_t n = ::read(out_.get(), buf, sizeof buf);
       if (n <= 0) return std::nullopt;
       out_buf_.append(buf, static_cast<std::size_t>(n));
     }
@@ -95,7 +91,8 @@ class ChildProcess {
     std::string s;
     char buf[4096];
     ssize_t n;
-    while ((n = ::read(err_, buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(err_.get(), buf, sizeof buf)) > 0)
+      s.append(buf, static_cast<std::size_t>(n));
     return s;
   }
 
@@ -120,8 +117,8 @@ class ChildProcess {
 
  private:
   pid_t pid_ = -1;
-  int out_ = -1;
-  int err_ = -1;
+  FileDescriptor out_;  // the read ends of the child's stdout and stderr
+  FileDescriptor err_;
   std::string out_buf_;
   std::optional<int> status_;
 };

@@ -2,9 +2,11 @@
 // and blocking peers with bounded waits.
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/transport/bootstrap.hpp>
 
 #include "backends.hpp"
+#include "open_fds.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -31,25 +32,16 @@ namespace niox::test {
 // The transport's Channel and the channels layer's Channel share a name, so this header stays
 // clear of the channels test helpers and carries the few it needs.
 
-inline int open_transport_test_fds() {
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (::readdir(d) != nullptr) ++n;
-  ::closedir(d);
-  return n - 3;  // ".", "..", and the directory's own descriptor
-}
-
 // A test on every backend that fails if it leaves a descriptor open behind it.
 class DescriptorCheckedTest : public BackendTest {
  protected:
   void SetUp() override {
     BackendTest::SetUp();
-    fds_before_ = open_transport_test_fds();
+    fds_before_ = open_fd_count();
   }
   void TearDown() override {
     if (!IsSkipped()) {
-      EXPECT_EQ(open_transport_test_fds(), fds_before_) << "descriptor leak";
+      EXPECT_EQ(open_fd_count(), fds_before_) << "descriptor leak";
     }
   }
   int fds_before_ = 0;
@@ -99,14 +91,12 @@ inline std::span<const std::byte> text_bytes(std::string_view s) {
 inline ByteBuffer text(std::string_view s) { return ByteBuffer::wrap(s); }
 
 inline bool ipv6_loopback_usable() {
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  FileDescriptor fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_addr = in6addr_loopback;
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
+  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
 }
 
 // Waits for a std::future for at most `seconds` (tests stop by themselves).
@@ -126,47 +116,41 @@ inline std::error_code await_for(const ChannelFuture& future, int seconds = 20) 
   return wait_for(f, seconds);
 }
 
-// A blocking client socket with 20 s send/receive timeouts.
+// A blocking client socket with 20 s send/receive timeouts; it owns the socket until close() or
+// its destruction.
 class PeerSocket {
  public:
-  explicit PeerSocket(const SocketAddress& to) {
-    fd_ = ::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw std::system_error(errno, std::system_category(), "socket");
+  explicit PeerSocket(const SocketAddress& to)
+      : fd_(::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    if (!fd_) throw std::system_error(errno, std::system_category(), "socket");
     timeval tv{20, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_storage ss{};
     socklen_t len = to.to_native(ss);
-    int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len);
+    int rc = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&ss), len);
     if (rc != 0 && errno == EINTR) {
       // The connection goes on in the background: wait for it.
-      pollfd p{fd_, POLLOUT, 0};
+      pollfd p{fd_.get(), POLLOUT, 0};
       int err = 0;
       socklen_t el = sizeof err;
-      rc = (::poll(&p, 1, 20000) == 1 && ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
-            err == 0)
+      rc = (::poll(&p, 1, 20000) == 1 &&
+            ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
                ? 0
                : -1;
       if (rc != 0 && err != 0) errno = err;
     }
-    if (rc != 0) {
-      int e = errno;
-      ::close(fd_);
-      throw std::system_error(e, std::system_category(), "connect");
-    }
+    if (rc != 0) throw std::system_error(errno, std::system_category(), "connect");
   }
-  ~PeerSocket() { close(); }
   PeerSocket(const PeerSocket&) = delete;
   PeerSocket& operator=(const PeerSocket&) = delete;
 
-  int fd() const { return fd_; }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
+  // The socket's number, -1 once closed.
+  int fd() const { return fd_.get(); }
+  void close() { fd_.reset(); }
   void send_all(std::span<const std::byte> data) {
     while (!data.empty()) {
-      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      ssize_t n = ::send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) throw std::system_error(errno, std::system_category(), "send");
       data = data.subspan(static_cast<std::size_t>(n));
@@ -178,7 +162,7 @@ class PeerSocket {
     std::vector<std::byte> out(n);
     std::size_t got = 0;
     while (got < n) {
-      ssize_t k = ::recv(fd_, out.data() + got, n - got, 0);
+      ssize_t k = ::recv(fd_.get(), out.data() + got, n - got, 0);
       if (k < 0 && errno == EINTR) continue;
       if (k < 0) throw std::system_error(errno, std::system_category(), "recv");
       if (k == 0) break;
@@ -192,7 +176,7 @@ class PeerSocket {
     std::vector<std::byte> out;
     std::byte buf[65536];
     for (;;) {
-      ssize_t k = ::recv(fd_, buf, sizeof buf, 0);
+      ssize_t k = ::recv(fd_.get(), buf, sizeof buf, 0);
       if (k < 0 && errno == EINTR) continue;  // io_uring's task work can interrupt a blocked call
       if (k < 0) throw std::system_error(errno, std::system_category(), "recv");
       if (k == 0) return out;
@@ -208,16 +192,16 @@ class PeerSocket {
     while (got.size() < expect) {
       if (std::chrono::steady_clock::now() > deadline)
         throw std::runtime_error("exchange timed out");
-      pollfd p{fd_, static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
+      pollfd p{fd_.get(), static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
       if (::poll(&p, 1, 1000) <= 0) continue;
       if ((p.revents & POLLOUT) && sent < data.size()) {
         ssize_t n =
-            ::send(fd_, data.data() + sent, std::min<std::size_t>(data.size() - sent, 65536),
+            ::send(fd_.get(), data.data() + sent, std::min<std::size_t>(data.size() - sent, 65536),
                    MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) sent += static_cast<std::size_t>(n);
       }
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-        ssize_t k = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+        ssize_t k = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
         if (k == 0) break;
         if (k > 0) got.insert(got.end(), buf, buf + k);
         if (k < 0 && errno != EAGAIN && errno != EINTR)
@@ -228,7 +212,7 @@ class PeerSocket {
   }
 
  private:
-  int fd_ = -1;
+  FileDescriptor fd_;
 };
 
 // A ServerBootstrap on its own boss and worker groups for one backend variant.

@@ -149,7 +149,8 @@ TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
   EventLoop loop(options());
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-  int peer = fds[1];
+  FileDescriptor peer_fd(fds[1]);  // never used with the loop
+  const int peer = peer_fd.get();
   {
     auto ch = LoopSocketChannel::adopt(loop, FileDescriptor(fds[0]), AF_UNIX);
     // The counters see what the code under test allocates.
@@ -191,7 +192,6 @@ TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
     ch->close();
     for (int i = 0; i < 10; ++i) loop.run_once(std::chrono::milliseconds(1));
   }
-  ::close(peer);
   loop.shutdown();
 }
 

@@ -200,8 +200,9 @@ TEST_P(BackpressureTest, AutoReadOffOnTheServerChannelPausesAccepting) {
 // the kernel drops our SYNs) fails with ETIMEDOUT after the timeout and leaks no descriptor.
 TEST_P(BackpressureTest, ConnectTimeoutFailsTheConnectToAListenerThatNeverAnswers) {
   // A listener with a backlog of 0 that never accepts; fill its queue.
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(lfd, 0);
+  FileDescriptor listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid());
+  const int lfd = listener.get();
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -209,24 +210,19 @@ TEST_P(BackpressureTest, ConnectTimeoutFailsTheConnectToAListenerThatNeverAnswer
   ASSERT_EQ(::listen(lfd, 0), 0);
   socklen_t alen = sizeof a;
   ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen), 0);
-  std::vector<int> fillers;
+  std::vector<FileDescriptor> fillers;
   bool saturated = false;
   for (int i = 0; i < 16 && !saturated; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ASSERT_GE(fd, 0);
-    fillers.push_back(fd);
+    fillers.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(fillers.back().valid());
+    const int fd = fillers.back().get();
     int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
     if (rc == 0) continue;
     ASSERT_EQ(errno, EINPROGRESS);
     pollfd p{fd, POLLOUT, 0};
     if (::poll(&p, 1, 300) == 0) saturated = true;  // our SYN was dropped
   }
-  auto cleanup = [&] {
-    for (int fd : fillers) ::close(fd);
-    ::close(lfd);
-  };
   if (!saturated) {
-    cleanup();
     GTEST_SKIP() << "this kernel answers a listener with a full accept queue";
   }
   EventLoopGroup group(TestServer::group_options(options(), 1));
@@ -245,7 +241,6 @@ TEST_P(BackpressureTest, ConnectTimeoutFailsTheConnectToAListenerThatNeverAnswer
   EXPECT_FALSE(f.channel()->is_open());
   EXPECT_EQ(inactive.load(), 0) << "never active, so never inactive";
   group.shutdown_gracefully();
-  cleanup();
 }
 
 NIOX_INSTANTIATE_BACKENDS(BackpressureTest);

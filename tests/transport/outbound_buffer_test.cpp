@@ -389,17 +389,15 @@ TEST(OutboundBuffer, NonWritableMessagesAreRefusedByTheTransportFilter) {
 namespace {
 struct TempFile {
   std::string path;
-  int fd = -1;
+  FileDescriptor fd;
   explicit TempFile(const std::string& content) {
     path = (std::filesystem::temp_directory_path() / "niox-region-XXXXXX").string();
-    fd = ::mkstemp(path.data());
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    fd.reset(::mkostemp(path.data(), O_CLOEXEC));
+    EXPECT_TRUE(fd.valid());
+    EXPECT_EQ(::write(fd.get(), content.data(), content.size()),
+              static_cast<ssize_t>(content.size()));
   }
-  ~TempFile() {
-    ::close(fd);
-    ::unlink(path.c_str());
-  }
+  ~TempFile() { ::unlink(path.c_str()); }
 };
 }  // namespace
 

@@ -46,11 +46,10 @@ std::vector<std::byte> concat(std::initializer_list<std::span<const std::byte>> 
 }
 
 bool write_file(const std::string& path, std::span<const std::byte> content) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ::close(fd);
-  return ok;
+  std::error_code ec;
+  FileDescriptor fd = FileDescriptor::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600, ec);
+  return fd &&
+         ::write(fd.get(), content.data(), content.size()) == static_cast<ssize_t>(content.size());
 }
 
 // A scratch file of `size` pseudo-random bytes for the FileRegion tests; the directory is also

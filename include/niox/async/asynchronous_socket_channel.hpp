@@ -190,8 +190,8 @@ class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousSe
     return detail::loop_operation<AsynchronousSocketChannel>(
         fd_.loop(), "accept", ec,
         [fd = fd_.get()](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.accept(fd, [st](std::error_code e, int conn) {
-            st->fd.reset(conn);  // closed with the state when nobody takes it
+          return loop.accept(fd, [st](std::error_code e, FileDescriptor conn) {
+            st->fd = std::move(conn);  // closed with the state when nobody takes it
             st->complete(e, 0);
           });
         },

@@ -33,6 +33,7 @@ class DatagramChannel final : public SelectableChannel,
                               public SocketOptionsMixin<DatagramChannel> {
  public:
   static DatagramChannel open(ProtocolFamily family = ProtocolFamily::inet);
+  // Adopts a datagram socket, owned by the channel from the call on.
   static DatagramChannel from_native(int fd) noexcept;
 
   DatagramChannel() = default;
@@ -80,10 +81,10 @@ class DatagramChannel final : public SelectableChannel,
     connected_ = false;
     SelectableChannel::close();
   }
-  int native_handle() const noexcept override { return fd_; }
+  int native_handle() const noexcept override { return fd_.get(); }
 
  private:
-  explicit DatagramChannel(int fd) noexcept : SelectableChannel(fd) {}
+  explicit DatagramChannel(FileDescriptor fd) noexcept : SelectableChannel(std::move(fd)) {}
   std::optional<DatagramReceived> do_receive(std::span<ByteBuffer> dsts, std::error_code& ec);
   std::size_t do_send(std::span<ByteBuffer> srcs, const SocketAddress* target, std::error_code& ec);
 

@@ -18,7 +18,8 @@ class Pipe {
                               public virtual ScatteringByteChannel {
    public:
     SourceChannel() = default;
-    explicit SourceChannel(int fd) noexcept : SelectableChannel(fd) {}
+    // Owns `fd` from here on.
+    explicit SourceChannel(int fd) noexcept : SelectableChannel(FileDescriptor(fd)) {}
     SourceChannel(SourceChannel&&) noexcept = default;
     SourceChannel& operator=(SourceChannel&&) noexcept = default;
 
@@ -28,7 +29,7 @@ class Pipe {
     int valid_ops() const noexcept override;
     bool is_open() const noexcept override { return SelectableChannel::is_open(); }
     void close() noexcept override { SelectableChannel::close(); }
-    int native_handle() const noexcept override { return fd_; }
+    int native_handle() const noexcept override { return fd_.get(); }
   };
 
   class SinkChannel final : public SelectableChannel,
@@ -36,7 +37,8 @@ class Pipe {
                             public virtual GatheringByteChannel {
    public:
     SinkChannel() = default;
-    explicit SinkChannel(int fd) noexcept : SelectableChannel(fd) {}
+    // Owns `fd` from here on.
+    explicit SinkChannel(int fd) noexcept : SelectableChannel(FileDescriptor(fd)) {}
     SinkChannel(SinkChannel&&) noexcept = default;
     SinkChannel& operator=(SinkChannel&&) noexcept = default;
 
@@ -46,7 +48,7 @@ class Pipe {
     int valid_ops() const noexcept override;
     bool is_open() const noexcept override { return SelectableChannel::is_open(); }
     void close() noexcept override { SelectableChannel::close(); }
-    int native_handle() const noexcept override { return fd_; }
+    int native_handle() const noexcept override { return fd_.get(); }
   };
 
   // pipe2(O_CLOEXEC); both ends blocking. Throws std::system_error.

@@ -2,6 +2,7 @@
 // non-blocking mode, and can be registered with Selectors (java.nio.channels.SelectableChannel).
 #pragma once
 
+#include <niox/base/file_descriptor.hpp>
 #include <niox/channels/channel.hpp>
 
 #include <cstdint>
@@ -19,10 +20,11 @@ class SelectableChannel : public virtual NioChannel {
   // Closes the descriptor and cancels every key.
   ~SelectableChannel() override;
 
-  bool is_open() const noexcept override { return fd_ >= 0; }
-  // Cancels every key, then closes the descriptor. Idempotent.
+  bool is_open() const noexcept override { return fd_.valid(); }
+  // Cancels every key, then closes the descriptor (a close error is dropped). Idempotent.
   void close() noexcept override;
-  int native_handle() const noexcept override { return fd_; }
+  // The number, owned by this channel until it closes or releases it (-1 once closed).
+  int native_handle() const noexcept override { return fd_.get(); }
   // Gives the descriptor to the caller (who must close it) and leaves this channel closed;
   // keys are cancelled first. Returns -1 if already closed.
   int release() noexcept;
@@ -47,13 +49,14 @@ class SelectableChannel : public virtual NioChannel {
 
  protected:
   SelectableChannel() = default;
-  // Adopts `fd` (which may be -1) and reads its blocking mode.
-  explicit SelectableChannel(int fd) noexcept;
-  // Keys follow the channel to its new address; the moved-from channel is closed.
+  // Owns `fd` (which may be invalid) from here on and reads its blocking mode.
+  explicit SelectableChannel(FileDescriptor fd) noexcept;
+  // Keys follow the channel to its new address; the moved-from channel is closed and owns
+  // nothing. Assignment closes what this channel owned first.
   SelectableChannel(SelectableChannel&& other) noexcept;
   SelectableChannel& operator=(SelectableChannel&& other) noexcept;
 
-  int fd_ = -1;
+  FileDescriptor fd_;
   bool blocking_ = true;
 
  private:

@@ -92,7 +92,7 @@ class Selector {
   Selector& operator=(const Selector&) = delete;
   ~Selector();
 
-  bool is_open() const noexcept { return epfd_ >= 0; }
+  bool is_open() const noexcept { return epfd_.valid(); }
   // Cancels every key and releases the epoll descriptor. Idempotent.
   void close() noexcept;
 
@@ -123,8 +123,8 @@ class Selector {
   void deregister(SelectionKey& key) noexcept;
   void purge_cancelled() noexcept;
 
-  int epfd_ = -1;
-  int wakeup_fd_ = -1;
+  FileDescriptor epfd_;  // the selector's own, closed by close()
+  FileDescriptor wakeup_fd_;
   std::uint64_t generation_ = 0;
   std::vector<std::unique_ptr<SelectionKey>> keys_;
   std::vector<std::unique_ptr<SelectionKey>> cancelled_;

@@ -20,6 +20,7 @@ class ServerSocketChannel final : public SelectableChannel,
                                   public SocketOptionsMixin<ServerSocketChannel> {
  public:
   static ServerSocketChannel open(ProtocolFamily family = ProtocolFamily::inet);
+  // Adopts a listening (or unbound) stream socket, owned by the channel from the call on.
   static ServerSocketChannel from_native(int fd) noexcept;
 
   ServerSocketChannel() = default;
@@ -43,7 +44,7 @@ class ServerSocketChannel final : public SelectableChannel,
   int valid_ops() const noexcept override;
 
  private:
-  explicit ServerSocketChannel(int fd) noexcept : SelectableChannel(fd) {}
+  explicit ServerSocketChannel(FileDescriptor fd) noexcept : SelectableChannel(std::move(fd)) {}
 };
 
 }  // namespace niox

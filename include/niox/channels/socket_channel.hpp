@@ -32,11 +32,13 @@ class SocketChannel final : public SelectableChannel,
   static SocketChannel open(ProtocolFamily family = ProtocolFamily::inet);
   // Opens a socket for remote's family and connects it (blocking).
   static SocketChannel open(const SocketAddress& remote);
-  // Adopts a connected or unconnected stream socket; its blocking mode is read from the fd.
+  // Adopts a connected or unconnected stream socket, owned by the channel from the call on;
+  // its blocking mode is read from the fd.
   static SocketChannel from_native(int fd) noexcept;
 
   // A closed channel (every operation fails with EBADF).
   SocketChannel() = default;
+  // The moved-from channel is closed and owns nothing.
   SocketChannel(SocketChannel&&) noexcept;
   SocketChannel& operator=(SocketChannel&&) noexcept;
   ~SocketChannel() override = default;
@@ -75,12 +77,12 @@ class SocketChannel final : public SelectableChannel,
 
   bool is_open() const noexcept override { return SelectableChannel::is_open(); }
   void close() noexcept override;
-  int native_handle() const noexcept override { return fd_; }
+  int native_handle() const noexcept override { return fd_.get(); }
 
  private:
   friend class ServerSocketChannel;
   enum class State { unconnected, pending, connected };
-  SocketChannel(int fd, State state) noexcept;
+  SocketChannel(FileDescriptor fd, State state) noexcept;
 
   State state_ = State::unconnected;
 };

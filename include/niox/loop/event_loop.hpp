@@ -114,7 +114,8 @@ class LoopCore;
 struct Completion {
   std::error_code ec;
   std::size_t bytes = 0;
-  int value = 0;  // accepted descriptor, poll revents, recvmsg flags, TransferPath
+  int value = 0;      // poll revents, recvmsg flags, TransferPath
+  FileDescriptor fd;  // accept: the new connection, moved into the handler
   std::span<ByteBuffer> buffers;
   const sockaddr_storage* peer = nullptr;
   socklen_t peer_len = 0;
@@ -250,18 +251,22 @@ class EventLoop final : public Executor {
   }
 
   // ---- Sockets ---------------------------------------------------------------------------
-  // One connection; handler(ec, int fd). The new descriptor is non-blocking and O_CLOEXEC and
-  // owned by the handler from its call on (hold it in a FileDescriptor; -1 on an error).
+  // One connection; handler(ec, FileDescriptor fd). The new descriptor is non-blocking and
+  // O_CLOEXEC; the handler owns it from its call on (invalid on an error): dropped, it is
+  // closed, and once used with a loop it is closed through that loop. A connection accepted
+  // while the operation was being cancelled is closed by the loop.
   template <class H>
   OperationHandle accept(int listen_fd, H&& handler) {
-    return start({detail::OpKind::accept, listen_fd}, wrap_fd(std::forward<H>(handler)));
+    return start({detail::OpKind::accept, listen_fd}, wrap_accept(std::forward<H>(handler)));
   }
-  // handler(ec, int fd) once per connection until cancelled, closed or failed, owning each fd
-  // like accept(); the last call carries the error (operation_aborted after cancel) and fd -1.
-  // Multishot accept on io_uring; accept4 until EAGAIN on each readiness edge with epoll.
+  // handler(ec, FileDescriptor fd) once per connection until cancelled, closed or failed, owning
+  // each fd like accept(); the last call carries the error (operation_aborted after cancel) and
+  // an invalid fd. Multishot accept on io_uring; accept4 until EAGAIN on each readiness edge
+  // with epoll.
   template <class H>
   OperationHandle accept_multishot(int listen_fd, H&& handler) {
-    return start({detail::OpKind::accept_multishot, listen_fd}, wrap_fd(std::forward<H>(handler)));
+    return start({detail::OpKind::accept_multishot, listen_fd},
+                 wrap_accept(std::forward<H>(handler)));
   }
   // Connects a non-blocking socket; handler(std::error_code).
   template <class H>
@@ -416,8 +421,9 @@ class EventLoop final : public Executor {
     };
   }
   template <class H>
-  static detail::CompletionFn wrap_fd(H&& handler) {
-    return [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, c.value); };
+  static detail::CompletionFn wrap_accept(H&& handler) {
+    return
+        [h = std::forward<H>(handler)](detail::Completion& c) mutable { h(c.ec, std::move(c.fd)); };
   }
   template <class H>
   static detail::CompletionFn wrap_transfer(H&& handler) {

@@ -58,7 +58,7 @@ namespace niox {
 
 // What both socket channels share: their loop and their descriptor, which the channel owns from
 // open/adopt/bind until close() gives it to the loop's close(fd) (or, once the loop is gone,
-// ::close), and the self-reference an active channel holds.
+// closes it itself), and the self-reference an active channel holds.
 class AbstractLoopSocketChannel : public Channel {
  public:
   EventLoop& event_loop() const noexcept { return *loop_; }
@@ -203,7 +203,7 @@ class LoopServerSocketChannel final : public AbstractLoopSocketChannel {
   LoopServerSocketChannel(Token, EventLoop& loop, ChildLoopChooser chooser);
 
  private:
-  void on_accepted(std::error_code ec, int fd);
+  void on_accepted(std::error_code ec, FileDescriptor fd);
 
   ChildLoopChooser chooser_;
   bool closed_ = false;

@@ -1,10 +1,10 @@
 // The accept family: one connection, or (multishot) one per connection until stopped; epoll
 // accepts until EAGAIN on each readiness edge. The new descriptors are non-blocking and
-// O_CLOEXEC and belong to the handler.
+// O_CLOEXEC; the operation holds them in Operation::accepted until the handler takes them, and
+// those it never hands over close with it.
 #include "loop/ops/family.hpp"
 
 #include <sys/socket.h>
-#include <unistd.h>
 
 namespace niox::detail {
 namespace {
@@ -19,7 +19,7 @@ long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, a
 
 void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
   if (res >= 0) {
-    op.accepted.push_back(static_cast<int>(res));
+    op.accepted.emplace_back(static_cast<int>(res));
     core.push_completed(&op);
     if (!more) {
       if (op.state == OpState::cancelling) return core.finish(&op, operation_aborted());
@@ -36,7 +36,6 @@ void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
     }
     return;
   }
-  op.value = -1;
   if (op.deferred_res < 0) return core.finish(&op, errno_code(op.deferred_res));
   finish_with(core, op, res);
 }
@@ -49,11 +48,14 @@ const OpFamily accept_family{.lane = Lane::accept,
                              .sqe = accept_sqe,
                              .attempt = accept_attempt,
                              .result = [](LoopCore& core, Operation& op, long res, bool) {
-                               if (res >= 0 && op.state == OpState::cancelling) {
-                                 ::close(static_cast<int>(res));  // nobody will take it
-                                 res = -ECANCELED;
+                               if (res >= 0) {
+                                 // Cancelled: nobody will take it, and the loop never used it.
+                                 FileDescriptor fd(static_cast<int>(res));
+                                 if (op.state == OpState::cancelling)
+                                   res = -ECANCELED;
+                                 else
+                                   op.accepted.push_back(std::move(fd));
                                }
-                               op.value = res >= 0 ? static_cast<int>(res) : -1;
                                finish_with(core, op, res);
                              }};
 
@@ -74,7 +76,7 @@ const OpFamily accept_multishot_family{.lane = Lane::accept,
                                              Completion c;
                                              for (; n < op.accepted.size(); ++n) {
                                                c = Completion{};
-                                               c.value = op.accepted[n];
+                                               c.fd = std::move(op.accepted[n]);
                                                core.hand(op, c);
                                              }
                                              op.accepted.clear();
