@@ -1,3 +1,5 @@
+#include <niox/base/file_descriptor.hpp>
+
 #include "checksum.hpp"
 
 #include "known_pattern.hpp"
@@ -35,8 +37,9 @@ TEST_P(ChecksumTest, IsTheAlgorithmTheHeaderNames) {
 
 TEST_P(ChecksumTest, FileChecksumMatchesInMemory) {
   auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  int fd = ::mkstemp(path.data());
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor file(::mkstemp(path.data()));
+  const int fd = file.get();
+  ASSERT_TRUE(file.valid());
   ::unlink(path.c_str());
   const auto data = pattern(600 * 1024 + 7);  // several read chunks and a ragged end
   ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
@@ -47,15 +50,15 @@ TEST_P(ChecksumTest, FileChecksumMatchesInMemory) {
             in_memory(GetParam(), std::string_view(data).substr(100, 5000)));
   checksum_file(GetParam(), fd, 0, data.size() + 1, ec);
   EXPECT_EQ(ec, std::errc::io_error);  // the file ended early
-  ::close(fd);
-  checksum_file(GetParam(), fd, 0, 1, ec);
+  file.reset();
+  checksum_file(GetParam(), fd, 0, 1, ec);  // the number, now closed
   EXPECT_EQ(ec, std::errc::bad_file_descriptor);
 }
 
-int temp_file() {
+niox::FileDescriptor temp_file() {
   auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  int fd = ::mkstemp(path.data());
-  if (fd >= 0) {
+  niox::FileDescriptor fd(::mkstemp(path.data()));
+  if (fd) {
     ::unlink(path.c_str());
   }
   return fd;
@@ -64,8 +67,9 @@ int temp_file() {
 // The hasher keeps its mapping between calls: a file that shrinks while it is mapped must give an
 // error, not a SIGBUS. Here the truncation comes between two calls, inside the kept window.
 TEST_P(ChecksumTest, FileShrinkingUnderTheKeptMappingIsAnError) {
-  int fd = temp_file();
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor file = temp_file();
+  const int fd = file.get();
+  ASSERT_TRUE(file.valid());
   const auto data = pattern(3 * 1024 * 1024);
   ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   std::error_code ec;
@@ -91,14 +95,14 @@ TEST_P(ChecksumTest, FileShrinkingUnderTheKeptMappingIsAnError) {
   Checksum h4(GetParam());
   hasher.update(h4, fd, 1024 * 1024, 101, ec);
   EXPECT_EQ(ec, std::errc::io_error);
-  ::close(fd);
 }
 
 // Chunks in any order, across the 64 MiB window and 2 MiB alignment, of a file that grows
 // between calls (a receiver hashes behind its writes): every range reads the file's bytes.
 TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
-  int fd = temp_file();
-  ASSERT_GE(fd, 0);
+  niox::FileDescriptor file = temp_file();
+  const int fd = file.get();
+  ASSERT_TRUE(file.valid());
   constexpr std::size_t mib = 1024 * 1024;
   // Mostly a hole, so the test stays cheap: known bytes around each boundary that matters.
   std::string data(70 * mib + 12345, '\0');
@@ -135,23 +139,22 @@ TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
   Checksum tail(GetParam());
   hasher.update(tail, fd, data.size() - 10, 11, ec);
   EXPECT_EQ(ec, std::errc::io_error);  // one byte past the end
-  ::close(fd);
 }
 
 // Something that is not a regular file cannot be mapped and falls back to pread: a pipe gives
 // pread's error.
 TEST_P(ChecksumTest, APipeIsAnErrorNotAWrongChecksum) {
   int p[2];
-  ASSERT_EQ(::pipe(p), 0);
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  niox::FileDescriptor reader(p[0]), writer(p[1]);
   const auto data = pattern(40000);
   ASSERT_EQ(::write(p[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  ::close(p[1]);
+  writer.reset();
   FileHasher hasher;
   Checksum h(GetParam());
   std::error_code ec;
   hasher.update(h, p[0], 0, data.size(), ec);
   EXPECT_EQ(ec, std::errc::invalid_seek);
-  ::close(p[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, ChecksumTest,

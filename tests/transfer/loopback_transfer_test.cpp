@@ -158,7 +158,7 @@ TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
 
 TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
   auto [client, server] = tcp_pair();
-  FileDescriptor s(server);
+  FileDescriptor c(client), s(server);
   TransferReceiver rx(dst_ / "out.bin");
   auto receiver = std::async(std::launch::async, [&, server = server] {
     std::error_code ec;
@@ -172,7 +172,7 @@ TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
   ::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL);
   off_t off = 0;
   ::sendfile(client, plan.fd.get(), &off, plan.size / 2);
-  ::close(client);
+  c.reset();  // the sender dies mid-body
   EXPECT_NE(receiver.get(), TransferStatus::ok);
   EXPECT_EQ(dst_.list(), Names{});
 }

@@ -1,3 +1,5 @@
+#include <niox/base/file_descriptor.hpp>
+
 #include "progress_reporter.hpp"
 
 #include <gtest/gtest.h>
@@ -62,22 +64,24 @@ TEST(Progress, NarrowTerminalsDropTheBarThenTruncate) {
 
 class Pipe {
  public:
-  Pipe() { EXPECT_EQ(::pipe2(fds_, O_CLOEXEC | O_NONBLOCK), 0); }
-  ~Pipe() {
-    ::close(fds_[0]);
-    ::close(fds_[1]);
+  Pipe() {
+    int fds[2] = {-1, -1};
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+    reader_.reset(fds[0]);
+    writer_.reset(fds[1]);
   }
-  int writer() const { return fds_[1]; }
+  int writer() const { return writer_.get(); }
   std::string drain() {
     std::string out;
     char buf[4096];
     ssize_t n;
-    while ((n = ::read(fds_[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(reader_.get(), buf, sizeof buf)) > 0)
+      out.append(buf, static_cast<std::size_t>(n));
     return out;
   }
 
  private:
-  int fds_[2] = {-1, -1};
+  niox::FileDescriptor reader_, writer_;
 };
 
 TEST(ProgressReporter, SilentWhenNotATerminal) {

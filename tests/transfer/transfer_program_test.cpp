@@ -1,5 +1,7 @@
 // End to end: the real niox-transfer program at both ends (or a hand-made sender that breaks the
 // rules), on each backend, over loopback.
+#include <niox/base/file_descriptor.hpp>
+
 #include "support/backends.hpp"
 #include "support/child_process.hpp"
 #include "temp_dir.hpp"
@@ -50,19 +52,18 @@ std::string pattern(std::size_t n, unsigned seed) {
   return s;
 }
 
-// A connected loopback client socket (blocking, 5 s timeouts), or -1.
-int connect_to(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A connected loopback client socket (blocking, 5 s timeouts), or an invalid descriptor.
+niox::FileDescriptor connect_to(std::uint16_t port) {
+  niox::FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return {};
   }
   return fd;
 }
@@ -207,9 +208,9 @@ class TransferReceiverOptionsTest : public TransferProgramBase {
     std::optional<int> rc;
     std::string said;
   };
-  Outcome outcome_of(int fd) {
-    Outcome o{read_answer(fd), std::nullopt, {}};
-    ::close(fd);
+  Outcome outcome_of(niox::FileDescriptor fd) {
+    Outcome o{read_answer(fd.get()), std::nullopt, {}};
+    fd.reset();
     o.rc = exit_status(*receiver_);
     o.said = receiver_->read_stderr();
     return o;
@@ -237,12 +238,12 @@ TEST_P(TransferProgramTest, VerifiedTransfer) {
 
 TEST_P(TransferProgramTest, SenderGoneMidBodyLeavesNothing) {
   auto body = pattern(4 * 1024 * 1024, 2);
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
   // A sender that dies after half the body: its socket closes, the receiver sees EOF early.
-  EXPECT_TRUE(send_all(fd, header_for("half.bin", body, niox::transfer::xxh64(body)) +
-                               body.substr(0, body.size() / 2)));
-  ::close(fd);
+  EXPECT_TRUE(send_all(fd.get(), header_for("half.bin", body, niox::transfer::xxh64(body)) +
+                                     body.substr(0, body.size() / 2)));
+  fd.reset();
   EXPECT_EQ(receiver_->wait(), 1);
   EXPECT_NE(receiver_->read_stderr().find("stopped after"), std::string::npos);
   EXPECT_TRUE(out_.list().empty());
@@ -272,11 +273,11 @@ TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
   auto body = pattern(2 * 1024 * 1024, 4);
   auto checksum = niox::transfer::xxh64(body);
   body[body.size() / 3] ^= 0x10;
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  EXPECT_TRUE(send_all(fd, header_for("flip.bin", body, checksum) + body));
-  auto answer = read_answer(fd);
-  ::close(fd);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  EXPECT_TRUE(send_all(fd.get(), header_for("flip.bin", body, checksum) + body));
+  auto answer = read_answer(fd.get());
+  fd.reset();
   auto rc = exit_status(*receiver_);
   auto said = receiver_->read_stderr();
   ASSERT_TRUE(answer.complete) << "receiver: " << said;
@@ -291,23 +292,23 @@ TEST_P(TransferProgramTest, CorruptedBodyIsRefused) {
 // receiver's splices many small pieces, each its own pipe slot: every byte is stored, in order.
 TEST_P(TransferProgramTest, BodyInSmallWritesIsStoredExactly) {
   auto body = pattern(3 * 1024 * 1024 + 77, 6);
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
   int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  ASSERT_TRUE(send_all(fd, header_for("small.bin", body, niox::transfer::xxh64(body))));
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ASSERT_TRUE(send_all(fd.get(), header_for("small.bin", body, niox::transfer::xxh64(body))));
   for (std::size_t at = 0; at < body.size(); at += 100) {
-    ASSERT_TRUE(send_all(fd, body.substr(at, 100)));
+    ASSERT_TRUE(send_all(fd.get(), body.substr(at, 100)));
   }
   char reply[xfer::reply_size];
   std::size_t got = 0;
   while (got < sizeof reply) {
-    ssize_t n = ::recv(fd, reply + got, sizeof reply - got, 0);
+    ssize_t n = ::recv(fd.get(), reply + got, sizeof reply - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<std::size_t>(n);
   }
-  ::close(fd);
+  fd.reset();
   ASSERT_EQ(got, sizeof reply) << "receiver: " << receiver_->read_stderr();
   xfer::TransferStatus status{};
   EXPECT_FALSE(xfer::decode_reply(std::as_bytes(std::span(reply)), status));
@@ -318,13 +319,13 @@ TEST_P(TransferProgramTest, BodyInSmallWritesIsStoredExactly) {
 }
 
 TEST_P(TransferProgramTest, StreamThatIsNotATransferIsRefused) {
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  EXPECT_TRUE(send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, 'x')));
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  EXPECT_TRUE(send_all(fd.get(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, 'x')));
   // The receiver refuses, then lingers until this end closes its side (or a few seconds pass).
-  ::shutdown(fd, SHUT_WR);
+  ::shutdown(fd.get(), SHUT_WR);
   EXPECT_EQ(receiver_->wait(), 1);
-  ::close(fd);
+  fd.reset();
   EXPECT_TRUE(out_.list().empty());
 }
 
@@ -361,9 +362,9 @@ TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
   h.name = "huge.bin";
   h.size = announced;
   h.checksum_trailer = true;
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + first));
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(send_all(fd.get(), as_string(xfer::encode_header(h)) + first));
   // Wait (bounded) until what was sent is in the receiver's file: whatever the receiver reserves
   // before writing those bytes, it has reserved by then.
   std::optional<std::string> file;
@@ -371,11 +372,10 @@ TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
        !landed && std::chrono::steady_clock::now() < deadline;) {
     file = open_file_in(receiver_->pid(), out_.str());
-    if (int f = file ? ::open(file->c_str(), O_RDONLY | O_CLOEXEC) : -1; f >= 0) {
+    if (niox::FileDescriptor f(file ? ::open(file->c_str(), O_RDONLY | O_CLOEXEC) : -1); f) {
       std::string back(first.size(), '\0');
-      landed = ::pread(f, back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()) &&
+      landed = ::pread(f.get(), back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()) &&
                back == first;
-      ::close(f);
     }
     if (!landed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -386,7 +386,7 @@ TEST_P(TransferProgramTest, StalledLargeBodyReservesLittleMoreThanWhatArrived) {
   EXPECT_LE(reserved, first.size() + (std::uint64_t{128} << 20))
       << reserved << " bytes reserved for " << first.size() << " received of " << announced
       << " announced";
-  ::close(fd);
+  fd.reset();
   EXPECT_EQ(exit_status(*receiver_), 1);
   EXPECT_TRUE(out_.list().empty());
 }
@@ -407,9 +407,9 @@ const std::vector<std::string> short_timeouts{"--header-timeout", "0.5", "--idle
 // the sender why, exits with its own status and leaves nothing.
 TEST_P(TransferReceiverOptionsTest, SilentSenderTimesOutWaitingForTheHeader) {
   ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  auto o = outcome_of(fd);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  auto o = outcome_of(std::move(fd));
   expect_refused(o, xfer::TransferStatus::timed_out, 3,
                  "timed out after 0.5 s waiting for the header (0 bytes arrived)");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
@@ -418,12 +418,12 @@ TEST_P(TransferReceiverOptionsTest, SilentSenderTimesOutWaitingForTheHeader) {
 
 TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
   ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
   const std::string body = pattern(1000, 9);
   ASSERT_TRUE(
-      send_all(fd, header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
-  auto o = outcome_of(fd);
+      send_all(fd.get(), header_for("stall.bin", body, niox::transfer::xxh64(body)).substr(0, 20)));
+  auto o = outcome_of(std::move(fd));
   expect_refused(o, xfer::TransferStatus::timed_out, 3,
                  "timed out after 0.5 s waiting for the header");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
@@ -433,11 +433,11 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledMidHeaderTimesOut) {
 TEST_P(TransferReceiverOptionsTest, SenderStalledMidBodyTimesOut) {
   ASSERT_NO_FATAL_FAILURE(start_receiver(short_timeouts));
   auto body = pattern(4 * 1024 * 1024, 10);
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(
-      fd, header_for("stall.bin", body, niox::transfer::xxh64(body)) + body.substr(0, 1 << 20)));
-  auto o = outcome_of(fd);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(send_all(fd.get(), header_for("stall.bin", body, niox::transfer::xxh64(body)) +
+                                     body.substr(0, 1 << 20)));
+  auto o = outcome_of(std::move(fd));
   expect_refused(o, xfer::TransferStatus::timed_out, 4,
                  "timed out: nothing arrived for 0.5 s after");
   EXPECT_NE(o.answer.reason.find("timed out"), std::string::npos) << o.answer.reason;
@@ -452,10 +452,10 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledBeforeTheChecksumTimesOut) {
   h.name = "notrailer.bin";
   h.size = body.size();
   h.checksum_trailer = true;
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h)) + body));
-  auto o = outcome_of(fd);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(send_all(fd.get(), as_string(xfer::encode_header(h)) + body));
+  auto o = outcome_of(std::move(fd));
   expect_refused(o, xfer::TransferStatus::timed_out, 4,
                  "nothing arrived for 0.5 s after the body, waiting for its checksum");
 }
@@ -472,10 +472,10 @@ TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefuse
   h.checksum_trailer = true;
   xfer::TransferLimits high;
   high.max_file_size = std::uint64_t{1} << 62;
-  int fd = connect_to(port_);
-  ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, as_string(xfer::encode_header(h, high))));  // and no body byte
-  auto o = outcome_of(fd);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(send_all(fd.get(), as_string(xfer::encode_header(h, high))));  // and no body byte
+  auto o = outcome_of(std::move(fd));
   expect_refused(o, xfer::TransferStatus::write_failed, 5,
                  "not enough space for 1125899906842624 bytes");
   EXPECT_NE(o.answer.reason.find("free"), std::string::npos) << o.answer.reason;
