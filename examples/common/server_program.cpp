@@ -82,6 +82,20 @@ SocketAddress listen_address(const ServerOptions& o, bool allow_unix) {
   return InetSocketAddress(o.bind, o.port);
 }
 
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+int StopSignals::wait() const {
+  int sig = 0;
+  sigwait(&set_, &sig);
+  return sig;
+}
+
 int run_server(const ServerProgram& p) {
   const auto& o = p.options;
   if (o.backend != BackendKind::automatic && !EventLoop::backend_available(o.backend)) {
@@ -98,14 +112,8 @@ int run_server(const ServerProgram& p) {
     return 2;
   }
 
-  // Signals are taken by sigwait below; block them before any loop thread exists, so that
-  // every thread inherits the mask and none is killed by them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // Before any loop thread exists, so that every thread inherits the mask.
+  const StopSignals stop_signals;
 
   try {
     EventLoopGroup::Options worker_options;
@@ -144,8 +152,7 @@ int run_server(const ServerProgram& p) {
                            : p.program + " listening on " + (local ? *local : where).to_string())
               << std::endl;
 
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    stop_signals.wait();
     server->close().sync(ec);
     workers.shutdown_gracefully();
     if (acceptor) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include <csignal>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,18 @@ class BoundSocketFile {
   std::string path_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
+};
+
+// SIGINT and SIGTERM, blocked in the calling thread (and so in every thread it starts later:
+// call this before any loop thread exists) so that wait() can take them; SIGPIPE is ignored.
+class StopSignals {
+ public:
+  StopSignals();
+  // Blocks until SIGINT or SIGTERM arrives; returns it.
+  int wait() const;
+
+ private:
+  sigset_t set_;
 };
 
 struct ServerProgram {

@@ -111,13 +111,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Taken by sigwait below; blocked before any loop thread exists, so every thread inherits it.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // Before any loop thread exists, so that every thread inherits the mask.
+  const examples::StopSignals stop_signals;
 
   try {
     EventLoopGroup::Options g;
@@ -143,8 +138,7 @@ int main(int argc, char** argv) {
 
     std::stop_source stop;
     std::thread signals([&] {
-      int sig = 0;
-      sigwait(&stop_signals, &sig);
+      stop_signals.wait();
       stop.request_stop();
     });
     std::exception_ptr failed;
