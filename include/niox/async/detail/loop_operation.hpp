@@ -40,8 +40,7 @@ struct LoopOpState {
   std::coroutine_handle<> h;
   EventLoop* loop = nullptr;
   std::shared_ptr<ExecutorLink> link;  // outlives the loop: a late stop request finds it gone
-  OperationHandle op;                  // loop thread only
-  bool finished = false;               // loop thread only: the handler ran
+  OperationHandle op;                  // loop thread only; names nothing once completed
   std::error_code ec;
   std::size_t n = 0;
   FileDescriptor fd;                       // accept: the new connection
@@ -49,18 +48,21 @@ struct LoopOpState {
 
   // From the operation's handler, on the loop thread.
   void complete(std::error_code e, std::size_t count) noexcept {
-    finished = true;
     ec = e;
     n = count;
     if (!claimed.exchange(true, std::memory_order_acq_rel)) resume_soon(h);
   }
-  // Cancels the operation from any thread (a no-op once it finished or the loop is gone).
+  // Cancels the operation from any thread: at once on the loop's (a timeout's timer, a frame
+  // destroyed there), else through the loop's queue; a no-op once the operation completed (its
+  // handle then names nothing) or the loop is gone. `cancelled` covers a start still queued.
   static void cancel(const std::shared_ptr<LoopOpState>& st) noexcept {
     st->cancelled.store(true, std::memory_order_release);
+    if (st->link->in_event_loop()) {
+      st->loop->cancel(st->op);
+      return;
+    }
     try {
-      Runnable r([st] {
-        if (!st->finished) st->loop->cancel(st->op);
-      });
+      Runnable r([st] { st->loop->cancel(st->op); });
       st->link->execute(r);
     } catch (...) {
       // Out of memory: the operation runs to its natural end instead.
@@ -109,6 +111,13 @@ class LoopOperation {
     state_->link = loop_->link();
     if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{state_});
     if (loop_->in_event_loop()) {
+      // A stop that came while the callback was being registered cancelled nothing yet.
+      if (state_->cancelled.load(std::memory_order_acquire)) {
+        stop_.reset();
+        state_.reset();
+        early_ = operation_aborted();
+        return false;
+      }
       state_->op = start_(*loop_, state_);
       return true;
     }
