@@ -54,8 +54,6 @@ class AsynchronousFileChannel {
   // Defined first: the public members below return their awaitables.
   template <bool Read>
   auto at(std::span<ByteBuffer> bufs, std::uint64_t position, std::error_code* ec) {
-    std::size_t room = 0;
-    for (const ByteBuffer& b : bufs) room += b.remaining();
     return detail::loop_operation<std::int64_t>(
         fd_.loop(), Read ? "read" : "write", ec,
         [fd = fd_.get(), bufs, position](EventLoop& loop,
@@ -68,10 +66,11 @@ class AsynchronousFileChannel {
           return Read ? loop.read_at(fd, off, view, std::move(done))
                       : loop.write_at(fd, off, view, std::move(done));
         },
-        [bufs, room](detail::LoopOpState& s) -> std::int64_t {
+        [bufs](detail::LoopOpState& s) -> std::int64_t {
           advance(bufs, s.n);
           // A read of nothing with room left is the end of the file.
-          return (Read && s.n == 0 && !s.ec && room > 0) ? -1 : static_cast<std::int64_t>(s.n);
+          if (Read && s.n == 0 && !s.ec && total_remaining(bufs) > 0) return -1;
+          return static_cast<std::int64_t>(s.n);
         });
   }
 

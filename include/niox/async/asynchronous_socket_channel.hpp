@@ -47,6 +47,7 @@
 #include <optional>
 #include <span>
 #include <system_error>
+#include <type_traits>
 
 namespace niox {
 
@@ -63,66 +64,32 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
         },
         [](detail::LoopOpState&) {});
   }
-  auto read_op(ByteBuffer& dst, std::error_code* ec) {
-    return detail::loop_operation<std::int64_t>(
-        fd_.loop(), "read", ec,
-        [fd = fd_.get(), buf = dst](EventLoop& loop,
-                                    const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.read(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
-            st->complete(e, n);
-          });
+  // Reads (Read) and writes of one buffer or a span. One buffer goes to the loop's
+  // single-buffer operation, which holds it inline; a span is copied into the operation's
+  // buffer vector. The caller's buffers advance by what moved, and a read of nothing into
+  // buffers that still have room is the end of the stream.
+  template <bool Read>
+  auto stream_op(std::span<ByteBuffer> bufs, std::error_code* ec) {
+    using Result = std::conditional_t<Read, std::int64_t, std::size_t>;
+    return detail::loop_operation<Result>(
+        fd_.loop(), Read ? "read" : "write", ec,
+        [fd = fd_.get(), bufs](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
+          auto done = [st](std::error_code e, std::size_t n, auto&&) { st->complete(e, n); };
+          if (bufs.size() == 1) {
+            return Read ? loop.read(fd, bufs[0], std::move(done))
+                        : loop.write(fd, bufs[0], std::move(done));
+          }
+          std::span<const ByteBuffer> view(bufs.data(), bufs.size());
+          return Read ? loop.read(fd, view, std::move(done))
+                      : loop.write(fd, view, std::move(done));
         },
-        [&dst, empty = !dst.has_remaining()](detail::LoopOpState& s) -> std::int64_t {
-          dst.position(dst.position() + s.n);
-          return (s.n == 0 && !s.ec && !empty) ? -1 : static_cast<std::int64_t>(s.n);
+        [bufs](detail::LoopOpState& s) -> Result {
+          advance(bufs, s.n);
+          if constexpr (Read) {
+            if (s.n == 0 && !s.ec && total_remaining(bufs) > 0) return -1;
+          }
+          return static_cast<Result>(s.n);
         });
-  }
-  auto read_op(std::span<ByteBuffer> dsts, std::error_code* ec) {
-    return detail::loop_operation<std::int64_t>(
-        fd_.loop(), "read", ec,
-        [fd = fd_.get(), dsts](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.read(fd, std::span<const ByteBuffer>(dsts.data(), dsts.size()),
-                           [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
-                             st->complete(e, n);
-                           });
-        },
-        [dsts, empty = remaining(dsts) == 0](detail::LoopOpState& s) -> std::int64_t {
-          advance(dsts, s.n);
-          return (s.n == 0 && !s.ec && !empty) ? -1 : static_cast<std::int64_t>(s.n);
-        });
-  }
-  auto write_op(ByteBuffer& src, std::error_code* ec) {
-    return detail::loop_operation<std::size_t>(
-        fd_.loop(), "write", ec,
-        [fd = fd_.get(), buf = src](EventLoop& loop,
-                                    const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.write(fd, buf, [st](std::error_code e, std::size_t n, const ByteBuffer&) {
-            st->complete(e, n);
-          });
-        },
-        [&src](detail::LoopOpState& s) {
-          src.position(src.position() + s.n);
-          return s.n;
-        });
-  }
-  auto write_op(std::span<ByteBuffer> srcs, std::error_code* ec) {
-    return detail::loop_operation<std::size_t>(
-        fd_.loop(), "write", ec,
-        [fd = fd_.get(), srcs](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.write(fd, std::span<const ByteBuffer>(srcs.data(), srcs.size()),
-                            [st](std::error_code e, std::size_t n, std::span<ByteBuffer>) {
-                              st->complete(e, n);
-                            });
-        },
-        [srcs](detail::LoopOpState& s) {
-          advance(srcs, s.n);
-          return s.n;
-        });
-  }
-  static std::size_t remaining(std::span<ByteBuffer> bufs) noexcept {
-    std::size_t n = 0;
-    for (const ByteBuffer& b : bufs) n += b.remaining();
-    return n;
   }
 
  public:
@@ -148,22 +115,26 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
 
   // co_await read(dst): the bytes read into dst's [position, limit) (as soon as some arrived;
   // fewer than remaining is normal), 0 if dst has no room, -1 at end of stream.
-  auto read(ByteBuffer& dst) { return read_op(dst, nullptr); }
-  auto read(ByteBuffer& dst, std::error_code& ec) { return read_op(dst, &ec); }
+  auto read(ByteBuffer& dst) { return stream_op<true>({&dst, 1}, nullptr); }
+  auto read(ByteBuffer& dst, std::error_code& ec) { return stream_op<true>({&dst, 1}, &ec); }
   // Scattering: fills the buffers in order (one readv).
-  auto read(std::span<ByteBuffer> dsts) { return read_op(dsts, nullptr); }
-  auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return read_op(dsts, &ec); }
+  auto read(std::span<ByteBuffer> dsts) { return stream_op<true>(dsts, nullptr); }
+  auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return stream_op<true>(dsts, &ec); }
 
   // co_await write(src): writes every remaining byte (the loop resubmits short writes) and
   // returns their count; with ec, the bytes written before an error.
-  auto write(ByteBuffer& src) { return write_op(src, nullptr); }
-  auto write(ByteBuffer& src, std::error_code& ec) { return write_op(src, &ec); }
+  auto write(ByteBuffer& src) { return stream_op<false>({&src, 1}, nullptr); }
+  auto write(ByteBuffer& src, std::error_code& ec) { return stream_op<false>({&src, 1}, &ec); }
   // Gathering: every remaining byte of the buffers, in order (writev).
-  auto write(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
-  auto write(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
+  auto write(std::span<ByteBuffer> srcs) { return stream_op<false>(srcs, nullptr); }
+  auto write(std::span<ByteBuffer> srcs, std::error_code& ec) {
+    return stream_op<false>(srcs, &ec);
+  }
   // The same operation under the name Asio users look for: write() never returns short.
-  auto write_all(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
-  auto write_all(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
+  auto write_all(std::span<ByteBuffer> srcs) { return stream_op<false>(srcs, nullptr); }
+  auto write_all(std::span<ByteBuffer> srcs, std::error_code& ec) {
+    return stream_op<false>(srcs, &ec);
+  }
 
   // Half-close: reads then return -1 / the peer sees end of stream. Throws std::system_error.
   AsynchronousSocketChannel& shutdown_input();
