@@ -53,9 +53,10 @@ class Connection {
 
   // Reads replies until `expected` calls have been answered, handing each to its caller.
   Task<void> read_replies(std::size_t expected) {
+    ByteBuffer header = ByteBuffer::allocate(kv::header_size);  // one for every reply
     try {
       for (std::size_t i = 0; i < expected; ++i) {
-        ByteBuffer header = ByteBuffer::allocate(kv::header_size);
+        header.clear();
         co_await read_exactly(header);
         header.flip();
         kv::ResponseHeader h = kv::decode_response(header);
