@@ -41,13 +41,6 @@ std::string text_of(ByteBuffer b) {
   return std::string(b.string_view());
 }
 
-ByteBuffer bytes_of(std::string_view s) {
-  ByteBuffer b = ByteBuffer::allocate(s.size());
-  b.put(s);
-  b.flip();
-  return b;
-}
-
 Task<std::int64_t> read_one(AsynchronousSocketChannel& c, ByteBuffer& b) {
   co_return co_await c.read(b);
 }
@@ -107,7 +100,7 @@ TEST_P(AsyncSocketTest, EchoesOverIpv4Ipv6AndUnixAndReportsEndOfStream) {
       if (c.family != ProtocolFamily::unix_domain) {
         EXPECT_TRUE(b.local_address().has_value());
       }
-      ByteBuffer out = bytes_of("hello, niox");
+      ByteBuffer out = test::text("hello, niox");
       EXPECT_EQ(co_await b.write(out), 11u);
       EXPECT_EQ(out.remaining(), 0u);  // advanced by exactly what was written
       b.shutdown_output();
@@ -130,14 +123,14 @@ TEST_P(AsyncSocketTest, EchoesOverIpv4Ipv6AndUnixAndReportsEndOfStream) {
 TEST_P(AsyncSocketTest, ShortReadsReturnWhatArrivedAndScatterGatherAdvanceExactly) {
   auto body = [&]() -> Task<void> {
     auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
-    ByteBuffer small = bytes_of("abc");
+    ByteBuffer small = test::text("abc");
     co_await b.write(small);
     ByteBuffer big = ByteBuffer::allocate(1 << 16);
     std::int64_t n = co_await a.read(big);  // only 3 bytes exist: a short read, not a wait
     EXPECT_EQ(n, 3);
     EXPECT_EQ(big.position(), 3u);
 
-    std::array<ByteBuffer, 3> parts{bytes_of("12"), bytes_of(""), bytes_of("3456789")};
+    std::array<ByteBuffer, 3> parts{test::text("12"), test::text(""), test::text("3456789")};
     EXPECT_EQ(co_await b.write_all(parts), 9u);
     for (auto& p : parts) EXPECT_EQ(p.remaining(), 0u);
 
@@ -197,7 +190,7 @@ TEST_P(AsyncSocketTest, AStopRequestFromAnotherThreadCancelsAPendingRead) {
     EXPECT_TRUE(loop().in_event_loop());
     // The channel still works after a cancelled read (under a token not stopped).
     auto after = [&]() -> Task<std::int64_t> {
-      ByteBuffer ping = bytes_of("x");
+      ByteBuffer ping = test::text("x");
       co_await b.write(ping);
       ByteBuffer one = ByteBuffer::allocate(1);
       co_return co_await a.read(one);
@@ -236,7 +229,7 @@ TEST_P(AsyncSocketTest, ATimeoutRacingACompletionGivesOneOutcome) {
     // and no byte is lost to a cancelled read.
     std::size_t received = 0, sent = 0;
     for (int i = 0; i < 50; ++i) {
-      ByteBuffer ping = bytes_of("p");
+      ByteBuffer ping = test::text("p");
       co_await b.write(ping);
       ++sent;
       std::chrono::microseconds d(i * 20);
@@ -289,7 +282,7 @@ TEST_P(AsyncSocketTest, DestroyingASuspendedTaskCancelsItsRead) {
       awaiter.await_suspend(std::noop_coroutine());  // queued: runs when this task suspends
       co_await sleep_for(loop(), 2ms);               // ... here, up to its read
     }
-    ByteBuffer ping = bytes_of("z");
+    ByteBuffer ping = test::text("z");
     co_await b.write(ping);
     ByteBuffer one = ByteBuffer::allocate(1);
     EXPECT_EQ(co_await a.read(one), 1);  // the byte goes to the live read, not the dead one
@@ -351,7 +344,7 @@ TEST_P(AsyncSocketTest, FiveThousandConcurrentConnectionTasks) {
       auto ch = AsynchronousSocketChannel::open(loop());
       co_await ch.connect(at);
       std::string msg = "connection " + std::to_string(i);
-      ByteBuffer out = bytes_of(msg);
+      ByteBuffer out = test::text(msg);
       co_await ch.write(out);
       ch.shutdown_output();
       ByteBuffer in = ByteBuffer::allocate(64);
@@ -378,8 +371,8 @@ TEST_P(AsyncSocketTest, FileChannelReadsAndWritesAtPositions) {
     co_await resume_on(loop());
     auto f = AsynchronousFileChannel::open(
         loop(), path, OpenOption::read | OpenOption::write | OpenOption::create);
-    ByteBuffer hello = bytes_of("hello ");
-    std::array<ByteBuffer, 2> tail{bytes_of("asynchronous "), bytes_of("world")};
+    ByteBuffer hello = test::text("hello ");
+    std::array<ByteBuffer, 2> tail{test::text("asynchronous "), test::text("world")};
     EXPECT_EQ(co_await f.write(hello, 0), 6);
     EXPECT_EQ(co_await f.write(tail, 6), 18);  // gathering
     EXPECT_EQ(hello.remaining() + tail[0].remaining() + tail[1].remaining(), 0u);
@@ -435,7 +428,7 @@ TEST_P(AsyncSocketTest, FileTransfersRunOnTheEngineAndReportTheirPath) {
     back.flip();
     EXPECT_TRUE(std::equal(data.begin(), data.end(), back.bytes().begin()));
     // The stream ends before the count: end_of_input, with what arrived stored.
-    ByteBuffer tail = bytes_of("tail");
+    ByteBuffer tail = test::text("tail");
     co_await b.write(tail);
     b.shutdown_output();
     TransferResult short_one = co_await dst.transfer_from(a, 0, 100);
