@@ -1,15 +1,11 @@
 // Everything public in niox, layer by layer.
 #pragma once
 
-// buffer/: java.nio.ByteBuffer and gather/scatter helpers
-#include <niox/async/asynchronous_file_channel.hpp>
-#include <niox/async/asynchronous_socket_channel.hpp>
-#include <niox/async/spawn.hpp>
-#include <niox/async/task.hpp>
-#include <niox/async/when_all.hpp>
-#include <niox/async/when_any.hpp>
+// base/: the descriptor owner and the log sink
 #include <niox/base/file_descriptor.hpp>
 #include <niox/base/log.hpp>
+
+// buffer/: java.nio.ByteBuffer and gather/scatter helpers
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
 
@@ -24,12 +20,21 @@
 #include <niox/channels/socket_address.hpp>
 #include <niox/channels/socket_channel.hpp>
 #include <niox/channels/socket_options.hpp>
+#include <niox/channels/transfer_path.hpp>
 
 // loop/: the event loop over io_uring or epoll (<niox/asio.hpp> is separate: it needs Asio)
 #include <niox/loop/event_loop.hpp>
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/loop/executor.hpp>
 #include <niox/loop/loop_counters.hpp>
+
+// async/: C++20 coroutines and Java NIO.2's asynchronous channels
+#include <niox/async/asynchronous_file_channel.hpp>
+#include <niox/async/asynchronous_socket_channel.hpp>
+#include <niox/async/spawn.hpp>
+#include <niox/async/task.hpp>
+#include <niox/async/when_all.hpp>
+#include <niox/async/when_any.hpp>
 
 // transport/: Netty-style channels, pipeline, handlers, outbound buffer, codecs
 #include <niox/transport/adaptive_recv_buffer_allocator.hpp>
