@@ -214,7 +214,7 @@ TEST_P(EchoServerProgram, HalfCloseAfterAStallEchoesEveryByteThenEof) {
 // The socket file a Unix-domain server bound is removed when it stops, so the same command
 // starts again.
 TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) {
-  test::ScratchDir dir;
+  test::TempDir dir;
   const std::string path = (dir / "echo.sock").string();
   for (int round = 0; round < 2; ++round) {
     test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
@@ -241,7 +241,7 @@ TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) 
 
 // A path the server did not bind (here a regular file in the way) is never removed.
 TEST_P(EchoServerProgram, APathItDidNotBindIsLeftAlone) {
-  test::ScratchDir dir;
+  test::TempDir dir;
   const std::string path = (dir / "not-a-socket").string();
   { std::ofstream(path) << "keep me\n"; }
   test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
