@@ -6,8 +6,7 @@
 
 #include <niox/channels/server_socket_channel.hpp>
 
-#include "support/backends.hpp"
-#include "support/child_process.hpp"
+#include "echo_program.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -23,32 +22,10 @@
 namespace niox {
 namespace {
 
-class CoroutineEchoServer : public ::testing::TestWithParam<BackendKind> {
- protected:
-  void SetUp() override {
-    if (auto why = test::backend_skip_reason(GetParam())) GTEST_SKIP() << *why;
-  }
-  // Starts the server on a free loopback port and returns the port (0 if it did not start).
-  std::uint16_t start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{
-        NIOX_COROUTINE_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1", "--backend",
-        std::string(to_string(GetParam()))};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    server_.emplace(argv);
-    auto line = server_->read_line(std::chrono::seconds(20));
-    if (!line || line->rfind("listening on 127.0.0.1:", 0) != 0) {
-      ADD_FAILURE() << "unexpected first line: '" << line.value_or("") << "'";
-      return 0;
-    }
-    EXPECT_NE(line->find(std::string(to_string(GetParam()))), std::string::npos) << *line;
-    return static_cast<std::uint16_t>(
-        std::stoi(line->substr(std::string("listening on 127.0.0.1:").size())));
-  }
-  std::optional<test::ChildProcess> server_;
-};
+class CoroutineEchoServer : public test::EchoProgramTest {};
 
 TEST_P(CoroutineEchoServer, EchoesEveryByteOfConcurrentClientsAndStopsOnSigterm) {
-  std::uint16_t port = start({"--threads", "2"});
+  std::uint16_t port = start(NIOX_COROUTINE_ECHO_SERVER_PROGRAM, {"--threads", "2"});
   ASSERT_NE(port, 0);
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
@@ -70,7 +47,7 @@ TEST_P(CoroutineEchoServer, EchoesEveryByteOfConcurrentClientsAndStopsOnSigterm)
 }
 
 TEST_P(CoroutineEchoServer, AHalfClosedClientGetsItsEchoThenEndOfStream) {
-  std::uint16_t port = start({"--threads", "1"});
+  std::uint16_t port = start(NIOX_COROUTINE_ECHO_SERVER_PROGRAM, {"--threads", "1"});
   ASSERT_NE(port, 0);
   auto data = test::pseudo_random_bytes(256 * 1024, 5);
   test::PeerSocket peer(InetSocketAddress::loopback_v4(port));
@@ -97,7 +74,7 @@ TEST_P(CoroutineEchoServer, AHalfClosedClientGetsItsEchoThenEndOfStream) {
 }
 
 TEST_P(CoroutineEchoServer, StopsWithConnectionsStillOpen) {
-  std::uint16_t port = start({"--threads", "2"});
+  std::uint16_t port = start(NIOX_COROUTINE_ECHO_SERVER_PROGRAM, {"--threads", "2"});
   ASSERT_NE(port, 0);
   std::vector<std::unique_ptr<test::PeerSocket>> idle;
   for (int i = 0; i < 50; ++i) {

@@ -1,8 +1,9 @@
 // niox-echo-server: its command line, and the real program end to end on each backend.
 #include "echo_server.hpp"
 
-#include "support/backends.hpp"
-#include "support/child_process.hpp"
+#include <niox/channels/server_socket_channel.hpp>
+
+#include "echo_program.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -54,11 +55,12 @@ TEST(EchoServerArgs, RejectsBadValuesWithAReason) {
   }
 }
 
-// The program as a child process; its first line of stdout ("" on EOF or after 20 s).
+// The program as a child process.
 test::ChildProcess program(std::vector<std::string> args) {
   args.insert(args.begin(), NIOX_ECHO_SERVER_PROGRAM);
   return test::ChildProcess(args);
 }
+// Its first line of stdout ("" on EOF or after 20 s).
 std::string first_line(test::ChildProcess& p) {
   return p.read_line(std::chrono::seconds(20)).value_or(std::string());
 }
@@ -68,28 +70,11 @@ int finish(test::ChildProcess& p, int sig) {
   return p.wait(std::chrono::seconds(20)).value_or(-1);
 }
 
-std::uint16_t port_in(const std::string& line) {
-  // "listening on 127.0.0.1:PORT (backend ...)"
-  auto space = line.find(' ', std::string("listening on ").size());
-  auto colon = line.rfind(':', space);
-  if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos) return 0;
-  return static_cast<std::uint16_t>(std::stoi(line.substr(colon + 1, space - colon - 1)));
-}
-
-class EchoServerProgram : public ::testing::TestWithParam<BackendKind> {
- protected:
-  void SetUp() override {
-    if (auto why = test::backend_skip_reason(GetParam())) GTEST_SKIP() << *why;
-  }
-};
+class EchoServerProgram : public test::EchoProgramTest {};
 
 TEST_P(EchoServerProgram, EchoesEveryByteAndStopsCleanlyOnSigterm) {
-  auto server = program({"--port", "0", "--bind", "127.0.0.1", "--threads", "2", "--backend",
-                         std::string(to_string(GetParam()))});
-  std::string line = first_line(server);
-  std::uint16_t port = port_in(line);
-  ASSERT_NE(port, 0) << "unexpected first line: '" << line << "'";
-  EXPECT_NE(line.find(std::string(to_string(GetParam()))), std::string::npos) << line;
+  std::uint16_t port = start(NIOX_ECHO_SERVER_PROGRAM, {"--threads", "2"});
+  ASSERT_NE(port, 0);
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
@@ -105,20 +90,13 @@ TEST_P(EchoServerProgram, EchoesEveryByteAndStopsCleanlyOnSigterm) {
   }
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 4);
-  EXPECT_EQ(finish(server, SIGTERM), 0);
+  EXPECT_EQ(finish(*server_, SIGTERM), 0);
 }
 
 TEST_P(EchoServerProgram, AnAddressInUseIsAnErrorWithStatusOne) {
-  FileDescriptor taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(taken.valid());
-  const int fd = taken.get();
-  sockaddr_storage ss{};
-  socklen_t len = SocketAddress(InetSocketAddress::loopback_v4(0)).to_native(ss);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&ss), len), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  len = sizeof ss;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  auto port = InetSocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len).port();
+  auto busy = ServerSocketChannel::open();
+  busy.bind(InetSocketAddress::loopback_v4(0), 1);
+  const auto port = busy.local_address()->inet().port();
   auto server = program({"--port", std::to_string(port), "--bind", "127.0.0.1", "--threads", "1",
                          "--backend", std::string(to_string(GetParam()))});
   EXPECT_EQ(finish(server, 0), 1);
@@ -142,22 +120,14 @@ TEST(EchoServerProgramErrors, UsageErrorsExitWithTwoAndHelpWithZero) {
 
 namespace {
 
-std::string program_line(test::ChildProcess& p) {
-  auto line = p.read_line(std::chrono::seconds(20));
-  return line ? *line : std::string();
-}
-
 // A client that stalls — writes without reading until its writes block, so both directions are
 // full — then shuts its output down and reads: the echo is every byte it sent, then EOF. Whole
 // blocks make the server's last reads of the stream full ones, so the end of the stream comes in
 // the same read batch as up to a megabyte of data still to be echoed (what a server that closes
 // on EOF loses). Several connections in a row, since how much is queued then varies.
 TEST_P(EchoServerProgram, HalfCloseAfterAStallEchoesEveryByteThenEof) {
-  test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1",
-                             "--threads", "1", "--backend", std::string(to_string(GetParam()))});
-  std::string line = program_line(server);
-  std::uint16_t port = port_in(line);
-  ASSERT_NE(port, 0) << "unexpected first line: '" << line << "'";
+  std::uint16_t port = start(NIOX_ECHO_SERVER_PROGRAM, {"--threads", "1"});
+  ASSERT_NE(port, 0);
   const auto data = test::pseudo_random_bytes(48u << 20, 99);
   // The client writes in whole 64 KiB blocks, as a program writing blocks does: the one its
   // writes blocked in is completed (reading meanwhile) before the output is shut down.
@@ -207,19 +177,19 @@ TEST_P(EchoServerProgram, HalfCloseAfterAStallEchoesEveryByteThenEof) {
     ASSERT_EQ(echo.size(), sent) << "run " << run << ": the echo is short";
     EXPECT_EQ(test::fnv1a(echo), test::fnv1a(expected)) << "run " << run;
   }
-  server.signal(SIGTERM);
-  EXPECT_EQ(server.wait(), 0);
+  server_->signal(SIGTERM);
+  EXPECT_EQ(server_->wait(), 0);
 }
 
 // The socket file a Unix-domain server bound is removed when it stops, so the same command
 // starts again.
 TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) {
-  test::ScratchDir dir;
+  test::TempDir dir;
   const std::string path = (dir / "echo.sock").string();
   for (int round = 0; round < 2; ++round) {
     test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
                                "--backend", std::string(to_string(GetParam()))});
-    std::string line = program_line(server);
+    std::string line = first_line(server);
     if (line.rfind("listening on unix:" + path, 0) != 0) {
       server.signal(SIGTERM);
       server.wait();
@@ -241,7 +211,7 @@ TEST_P(EchoServerProgram, UnixSocketPathIsRemovedOnStopAndTheServerStartsAgain) 
 
 // A path the server did not bind (here a regular file in the way) is never removed.
 TEST_P(EchoServerProgram, APathItDidNotBindIsLeftAlone) {
-  test::ScratchDir dir;
+  test::TempDir dir;
   const std::string path = (dir / "not-a-socket").string();
   { std::ofstream(path) << "keep me\n"; }
   test::ChildProcess server({NIOX_ECHO_SERVER_PROGRAM, "--bind", "unix:" + path, "--threads", "1",
@@ -279,7 +249,7 @@ TEST(EchoServerProgramErrors, AnUnresolvableBindNameSaysItDoesNotResolve) {
 #ifdef NIOX_NIO_ECHO_SERVER_PROGRAM
 TEST(NioEchoServerProgram, HelpPrintsUsageAndExitsZero) {
   test::ChildProcess p({NIOX_NIO_ECHO_SERVER_PROGRAM, "--help"});
-  EXPECT_EQ(program_line(p).rfind("usage: nio_echo_server", 0), 0u);
+  EXPECT_EQ(first_line(p).rfind("usage: nio_echo_server", 0), 0u);
   EXPECT_EQ(p.wait(), 0);
   EXPECT_EQ(p.read_stderr(), "");
 }
@@ -305,7 +275,7 @@ TEST(NioEchoServerProgram, BadValuesAreUsageErrorsThatNameTheProblem) {
 
 TEST(NioEchoServerProgram, ServesOnTheGivenAddressAndStopsOnSigterm) {
   test::ChildProcess p({NIOX_NIO_ECHO_SERVER_PROGRAM, "--port", "0", "--bind", "127.0.0.1"});
-  std::string line = program_line(p);
+  std::string line = first_line(p);
   auto colon = line.rfind(':');
   ASSERT_EQ(line.rfind("echo server on 127.0.0.1:", 0), 0u) << line;
   auto port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 1)));

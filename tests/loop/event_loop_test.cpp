@@ -27,6 +27,7 @@
 namespace niox {
 namespace {
 
+using test::read_into;
 using test::run_until;
 using namespace std::chrono_literals;
 
@@ -43,17 +44,6 @@ std::string str(const ByteBuffer& b) {
 std::string filled(ByteBuffer b) {  // [0, position) of a buffer read into
   b.flip();
   return str(b);
-}
-
-// Reads from `fd`, `chunk` bytes at a time, appending to `got` until it holds `want` bytes.
-void read_into(EventLoop& loop, int fd, std::size_t chunk, std::size_t want, std::string& got) {
-  loop.read(fd, ByteBuffer::allocate(chunk),
-            [&loop, fd, chunk, want, &got](std::error_code ec, std::size_t n, ByteBuffer buf) {
-              ASSERT_FALSE(ec);
-              ASSERT_GT(n, 0u);
-              got += filled(buf);
-              if (got.size() < want) read_into(loop, fd, chunk, want, got);
-            });
 }
 
 class LoopTest : public test::BackendTest {};
@@ -256,9 +246,7 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
     accepted.push_back(std::move(fd));
   });
   std::vector<FileDescriptor> clients;
-  for (int i = 0; i < 5; ++i) {
-    clients.push_back(test::loop_tcp_client(listener.get()));
-  }
+  for (int i = 0; i < 5; ++i) clients.push_back(test::loop_tcp_client(listener.get()));
   ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 5; }));
   EXPECT_TRUE(loop.cancel(h));
   ASSERT_TRUE(run_until(loop, [&] { return final_seen; }));
@@ -274,17 +262,10 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
 TEST_P(LoopTest, AcceptedConnectionsTheHandlerDropsAreClosed) {
   EventLoop loop(options());
   FileDescriptor listener = test::loop_tcp_listener();
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(test::local_port(listener.get()));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   constexpr int kEach = 16;
   const int before = test::open_fd_count();
   std::vector<FileDescriptor> clients;
-  for (int i = 0; i < 2 * kEach; ++i) {
-    clients.push_back(test::loop_tcp_socket());
-    ::connect(clients.back().get(), reinterpret_cast<sockaddr*>(&to), sizeof to);
-  }
+  for (int i = 0; i < 2 * kEach; ++i) clients.push_back(test::loop_tcp_client(listener.get()));
   int accepted = 0;
   std::function<void()> accept_one = [&] {
     loop.accept(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
@@ -317,9 +298,7 @@ TEST_P(LoopTest, AcceptOutOfDescriptorsFailsOnceAndRecovers) {
   EventLoop loop(options());
   FileDescriptor listener = test::loop_tcp_listener();
   std::vector<FileDescriptor> clients;
-  for (int i = 0; i < 3; ++i) {
-    clients.push_back(test::loop_tcp_client(listener.get()));
-  }
+  for (int i = 0; i < 3; ++i) clients.push_back(test::loop_tcp_client(listener.get()));
   loop.run_once();
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);

@@ -4,19 +4,17 @@
 #include <niox/loop/event_loop.hpp>
 
 #include "support/backends.hpp"
-#include "support/channels_support.hpp"
 #include "support/loop_sockets.hpp"
+#include "support/open_fds.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -75,12 +73,7 @@ struct Tcp {
 };
 Tcp tcp_pair() {
   FileDescriptor listener = test::loop_tcp_listener();
-  Tcp t{test::loop_tcp_socket(), FileDescriptor()};
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(test::local_port(listener.get()));
-  ::connect(t.client.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  Tcp t{test::loop_tcp_client(listener.get()), FileDescriptor()};
   pollfd p{listener.get(), POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 5000), 1);
   t.server =
@@ -112,17 +105,7 @@ TEST_P(LoopTransferTest, FileToSocketEveryByteBySendfile) {
   Done done;
   loop.transfer_to(file.get(), 5, content.size() - 5, t.client.get(), done.handler());
   std::string got;
-  std::function<void()> read_more = [&] {
-    loop.read(t.server.get(), ByteBuffer::allocate(65536),
-              [&](std::error_code ec, std::size_t n, ByteBuffer b) {
-                ASSERT_FALSE(ec);
-                ASSERT_GT(n, 0u);
-                b.flip();
-                got.append(b.string_view());
-                if (got.size() < content.size() - 5) read_more();
-              });
-  };
-  read_more();
+  test::read_into(loop, t.server.get(), 65536, content.size() - 5, got);
   ASSERT_TRUE(run_until(loop, [&] { return done() && got.size() == content.size() - 5; }));
   EXPECT_FALSE(*done.ec) << done.ec->message();
   EXPECT_EQ(done.bytes, content.size() - 5);

@@ -16,6 +16,8 @@
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
 
+#include "../support/open_fds.hpp"
+
 #include <algorithm>
 #include <any>
 #include <cerrno>
@@ -30,7 +32,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -64,15 +65,6 @@ class SoakEchoHandler final : public niox::ChannelHandler {
     ctx.close();
   }
 };
-
-int open_fds() {
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (::readdir(d) != nullptr) ++n;
-  ::closedir(d);
-  return n - 3;
-}
 
 long rss_kib() {
   FILE* f = std::fopen("/proc/self/status", "r");
@@ -317,7 +309,7 @@ int main(int argc, char** argv) {
           std::printf("  %6.1f s: %llu connections, %zu open, RSS %ld KiB, descriptors %d\n",
                       std::chrono::duration<double>(Clock::now() - t0).count(),
                       static_cast<unsigned long long>(st.started), live.size(), rss_kib(),
-                      open_fds());
+                      niox::test::open_fd_count());
           std::fflush(stdout);
           next_report +=
               std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report));
@@ -339,7 +331,7 @@ int main(int argc, char** argv) {
                    std::min<std::uint64_t>(connections, 50));
     first_wave_done = live.empty();
     ::usleep(200000);
-    fds_before = open_fds();
+    fds_before = niox::test::open_fd_count();
     rss_before = rss_kib();
     t0 = Clock::now();
     if (report > 0) {
@@ -357,10 +349,10 @@ int main(int argc, char** argv) {
       finish(c, true);
     }
     // The server closes its side of every connection: wait (bounded) for its descriptors.
-    int fds_after = open_fds();
+    int fds_after = niox::test::open_fd_count();
     for (int i = 0; i < 100 && fds_after != fds_before; ++i) {
       ::usleep(100000);
-      fds_after = open_fds();
+      fds_after = niox::test::open_fd_count();
     }
     long rss_after = rss_kib();
     std::printf("niox_soak: backend %s, %zu server threads, concurrency %llu\n",

@@ -1,6 +1,6 @@
 // Raw-syscall descriptors for loop tests: socket pairs, loopback listeners, pipes, temp files,
-// all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; and a bounded way
-// to run a loop until something holds.
+// all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; reading a stream
+// through a loop until enough has come; and a bounded way to run a loop until something holds.
 #pragma once
 
 #include <niox/base/file_descriptor.hpp>
@@ -103,6 +103,20 @@ inline FileDescriptor loop_temp_file() {
   if (fd < 0) ADD_FAILURE() << "mkostemp: " << errno;
   ::unlink(path.c_str());
   return FileDescriptor(fd);
+}
+
+// Reads from `fd` on `loop`, `chunk` bytes at a time, appending to `got` until it holds `want`
+// bytes; every read must bring some.
+inline void read_into(EventLoop& loop, int fd, std::size_t chunk, std::size_t want,
+                      std::string& got) {
+  loop.read(fd, ByteBuffer::allocate(chunk),
+            [&loop, fd, chunk, want, &got](std::error_code ec, std::size_t n, ByteBuffer buf) {
+              ASSERT_FALSE(ec);
+              ASSERT_GT(n, 0u);
+              buf.flip();
+              got.append(buf.string_view());
+              if (got.size() < want) read_into(loop, fd, chunk, want, got);
+            });
 }
 
 // Runs turns until pred() holds or `limit` passes; returns pred().

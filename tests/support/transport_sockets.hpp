@@ -7,12 +7,12 @@
 
 #include "backends.hpp"
 #include "open_fds.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <cstddef>
 #include <future>
@@ -45,26 +45,6 @@ class DescriptorCheckedTest : public BackendTest {
     }
   }
   int fds_before_ = 0;
-};
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "niox-transport-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw std::system_error(errno, std::system_category(), "mkdtemp");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
 };
 
 inline std::vector<std::byte> pseudo_random_bytes(std::size_t n, std::uint64_t seed) {

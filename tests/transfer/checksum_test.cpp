@@ -3,11 +3,11 @@
 #include "checksum.hpp"
 
 #include "known_pattern.hpp"
+#include "support/loop_sockets.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,11 +36,9 @@ TEST_P(ChecksumTest, IsTheAlgorithmTheHeaderNames) {
 }
 
 TEST_P(ChecksumTest, FileChecksumMatchesInMemory) {
-  auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  niox::FileDescriptor file(::mkstemp(path.data()));
+  niox::FileDescriptor file = niox::test::loop_temp_file();
   const int fd = file.get();
   ASSERT_TRUE(file.valid());
-  ::unlink(path.c_str());
   const auto data = pattern(600 * 1024 + 7);  // several read chunks and a ragged end
   ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   std::error_code ec;
@@ -55,19 +53,10 @@ TEST_P(ChecksumTest, FileChecksumMatchesInMemory) {
   EXPECT_EQ(ec, std::errc::bad_file_descriptor);
 }
 
-niox::FileDescriptor temp_file() {
-  auto path = (std::filesystem::temp_directory_path() / "niox-xxh-XXXXXX").string();
-  niox::FileDescriptor fd(::mkstemp(path.data()));
-  if (fd) {
-    ::unlink(path.c_str());
-  }
-  return fd;
-}
-
 // The hasher keeps its mapping between calls: a file that shrinks while it is mapped must give an
 // error, not a SIGBUS. Here the truncation comes between two calls, inside the kept window.
 TEST_P(ChecksumTest, FileShrinkingUnderTheKeptMappingIsAnError) {
-  niox::FileDescriptor file = temp_file();
+  niox::FileDescriptor file = niox::test::loop_temp_file();
   const int fd = file.get();
   ASSERT_TRUE(file.valid());
   const auto data = pattern(3 * 1024 * 1024);
@@ -100,7 +89,7 @@ TEST_P(ChecksumTest, FileShrinkingUnderTheKeptMappingIsAnError) {
 // Chunks in any order, across the 64 MiB window and 2 MiB alignment, of a file that grows
 // between calls (a receiver hashes behind its writes): every range reads the file's bytes.
 TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
-  niox::FileDescriptor file = temp_file();
+  niox::FileDescriptor file = niox::test::loop_temp_file();
   const int fd = file.get();
   ASSERT_TRUE(file.valid());
   constexpr std::size_t mib = 1024 * 1024;

@@ -55,7 +55,7 @@ bool write_file(const std::string& path, std::span<const std::byte> content) {
 // A scratch file of `size` pseudo-random bytes for the FileRegion tests; the directory is also
 // there for a test's socket path.
 struct ScratchFile {
-  ScratchDir dir;
+  TempDir dir;
   std::vector<std::byte> content;
   std::string path;
   ScratchFile(std::size_t size, std::uint64_t seed)
@@ -65,7 +65,7 @@ struct ScratchFile {
 };
 
 TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
-  ScratchDir dir;
+  TempDir dir;
   std::vector<SocketAddress> where{InetSocketAddress::loopback_v4(0)};
   if (ipv6_loopback_usable()) where.push_back(InetSocketAddress::loopback_v6(0));
   where.push_back(UnixDomainSocketAddress((dir / "echo.sock").string()));
