@@ -88,17 +88,28 @@ void TransferEngine::start(int in, std::int64_t in_offset, int out, std::int64_t
   pipe_ = &pipe;
   wait_ = {in, POLLIN, 0};
 
-  struct stat in_st {
-  }, out_st{};
-  const bool in_known = ::fstat(in, &in_st) == 0;
-  const bool out_known = ::fstat(out, &out_st) == 0;
-  const bool in_regular = in_known && S_ISREG(in_st.st_mode);
-  const bool out_regular = out_known && S_ISREG(out_st.st_mode);
-  in_is_pipe_ = in_known && S_ISFIFO(in_st.st_mode);
-  out_is_pipe_ = out_known && S_ISFIFO(out_st.st_mode);
-  out_is_socket_ = out_known && S_ISSOCK(out_st.st_mode);
-  const int out_flags = ::fcntl(out, F_GETFL);
-  const bool out_append = out_flags >= 0 && (out_flags & O_APPEND) != 0;
+  // Classified only as far as the allowed paths need: into a socket, a transfer_to of the loop
+  // (copy_file_range, sendfile, copy) needs the output's type alone.
+  const auto allows = [&](TransferPath p) { return (allowed & static_cast<unsigned>(p)) != 0; };
+  struct stat st {};
+  const bool out_known = ::fstat(out, &st) == 0;
+  const bool out_regular = out_known && S_ISREG(st.st_mode);
+  out_is_pipe_ = out_known && S_ISFIFO(st.st_mode);
+  out_is_socket_ = out_known && S_ISSOCK(st.st_mode);
+  const bool splice_allowed = allows(TransferPath::splice);
+  const bool copy_range_possible = allows(TransferPath::copy_file_range) && out_regular;
+  bool in_regular = false;
+  in_is_pipe_ = false;
+  if (splice_allowed || copy_range_possible) {
+    const bool in_known = ::fstat(in, &st) == 0;
+    in_regular = in_known && S_ISREG(st.st_mode);
+    in_is_pipe_ = in_known && S_ISFIFO(st.st_mode);
+  }
+  bool out_append = false;
+  if (splice_allowed || (copy_range_possible && in_regular)) {
+    const int out_flags = ::fcntl(out, F_GETFL);
+    out_append = out_flags >= 0 && (out_flags & O_APPEND) != 0;
+  }
 
   TransferPaths suits = static_cast<unsigned>(TransferPath::copy);
   // copy_file_range refuses O_APPEND targets with EBADF, not with an error that falls back;
