@@ -157,6 +157,7 @@ Operation* LoopCore::acquire() {
     op->index = static_cast<std::uint32_t>(ops_.size());
     op->bufs.reserve(8);
     op->iov.resize(8);
+    op->accepted.reserve(1);  // a single accept's connection, whichever pooled op it runs on
     ops_.push_back(std::move(owned));
   }
   ++live_ops_;
