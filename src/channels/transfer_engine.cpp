@@ -2,6 +2,8 @@
 
 #include <niox/buffer/gather.hpp>
 
+#include "channels/fd_io.hpp"
+
 #include <algorithm>
 #include <cerrno>
 
@@ -31,8 +33,6 @@ namespace {
 constexpr int pipe_size = 1 << 20;
 constexpr int min_pipe_size = 64 * 1024;
 constexpr std::size_t copy_chunk = 256 * 1024;
-
-bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
 
 // The errors of a path that cannot move bytes between these two descriptors at all.
 bool cannot_start(int e) noexcept {
