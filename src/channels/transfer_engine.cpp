@@ -54,10 +54,13 @@ bool SplicePipe::open() noexcept {
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
   r_.reset(fds[0]);
   w_.reset(fds[1]);
-  for (int size = pipe_size; size >= min_pipe_size; size /= 2) {
-    if (::fcntl(w_.get(), F_SETPIPE_SZ, size) >= 0) break;
+  // F_SETPIPE_SZ answers with the size the pipe got; only when every size was refused is the
+  // default one asked for.
+  int got = -1;
+  for (int size = pipe_size; got < 0 && size >= min_pipe_size; size /= 2) {
+    got = ::fcntl(w_.get(), F_SETPIPE_SZ, size);
   }
-  const int got = ::fcntl(w_.get(), F_GETPIPE_SZ);
+  if (got < 0) got = ::fcntl(w_.get(), F_GETPIPE_SZ);
   capacity_ = got > 0 ? static_cast<std::size_t>(got) : static_cast<std::size_t>(min_pipe_size);
   return true;
 }
