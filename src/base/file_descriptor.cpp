@@ -26,10 +26,9 @@ FileDescriptor FileDescriptor::open(const std::filesystem::path& path, int flags
   return fd;
 }
 
-void FileDescriptor::reset(int fd) noexcept {
+void FileDescriptor::close_quietly(int fd) noexcept {
   // Not retried on EINTR: Linux has released the number by then (see the header).
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd < 0 ? -1 : fd;
+  ::close(fd);
 }
 
 std::error_code FileDescriptor::close() noexcept {

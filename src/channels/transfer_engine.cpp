@@ -2,6 +2,8 @@
 
 #include <niox/buffer/gather.hpp>
 
+#include "channels/fd_io.hpp"
+
 #include <algorithm>
 #include <cerrno>
 
@@ -32,8 +34,6 @@ constexpr int pipe_size = 1 << 20;
 constexpr int min_pipe_size = 64 * 1024;
 constexpr std::size_t copy_chunk = 256 * 1024;
 
-bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
-
 // The errors of a path that cannot move bytes between these two descriptors at all.
 bool cannot_start(int e) noexcept {
   return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EXDEV || e == ENOTSUP;
@@ -54,10 +54,13 @@ bool SplicePipe::open() noexcept {
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
   r_.reset(fds[0]);
   w_.reset(fds[1]);
-  for (int size = pipe_size; size >= min_pipe_size; size /= 2) {
-    if (::fcntl(w_.get(), F_SETPIPE_SZ, size) >= 0) break;
+  // F_SETPIPE_SZ answers with the size the pipe got; only when every size was refused is the
+  // default one asked for.
+  int got = -1;
+  for (int size = pipe_size; got < 0 && size >= min_pipe_size; size /= 2) {
+    got = ::fcntl(w_.get(), F_SETPIPE_SZ, size);
   }
-  const int got = ::fcntl(w_.get(), F_GETPIPE_SZ);
+  if (got < 0) got = ::fcntl(w_.get(), F_GETPIPE_SZ);
   capacity_ = got > 0 ? static_cast<std::size_t>(got) : static_cast<std::size_t>(min_pipe_size);
   return true;
 }
@@ -88,17 +91,28 @@ void TransferEngine::start(int in, std::int64_t in_offset, int out, std::int64_t
   pipe_ = &pipe;
   wait_ = {in, POLLIN, 0};
 
-  struct stat in_st {
-  }, out_st{};
-  const bool in_known = ::fstat(in, &in_st) == 0;
-  const bool out_known = ::fstat(out, &out_st) == 0;
-  const bool in_regular = in_known && S_ISREG(in_st.st_mode);
-  const bool out_regular = out_known && S_ISREG(out_st.st_mode);
-  in_is_pipe_ = in_known && S_ISFIFO(in_st.st_mode);
-  out_is_pipe_ = out_known && S_ISFIFO(out_st.st_mode);
-  out_is_socket_ = out_known && S_ISSOCK(out_st.st_mode);
-  const int out_flags = ::fcntl(out, F_GETFL);
-  const bool out_append = out_flags >= 0 && (out_flags & O_APPEND) != 0;
+  // Classified only as far as the allowed paths need: into a socket, a transfer_to of the loop
+  // (copy_file_range, sendfile, copy) needs the output's type alone.
+  const auto allows = [&](TransferPath p) { return (allowed & static_cast<unsigned>(p)) != 0; };
+  struct stat st {};
+  const bool out_known = ::fstat(out, &st) == 0;
+  const bool out_regular = out_known && S_ISREG(st.st_mode);
+  out_is_pipe_ = out_known && S_ISFIFO(st.st_mode);
+  out_is_socket_ = out_known && S_ISSOCK(st.st_mode);
+  const bool splice_allowed = allows(TransferPath::splice);
+  const bool copy_range_possible = allows(TransferPath::copy_file_range) && out_regular;
+  bool in_regular = false;
+  in_is_pipe_ = false;
+  if (splice_allowed || copy_range_possible) {
+    const bool in_known = ::fstat(in, &st) == 0;
+    in_regular = in_known && S_ISREG(st.st_mode);
+    in_is_pipe_ = in_known && S_ISFIFO(st.st_mode);
+  }
+  bool out_append = false;
+  if (splice_allowed || (copy_range_possible && in_regular)) {
+    const int out_flags = ::fcntl(out, F_GETFL);
+    out_append = out_flags >= 0 && (out_flags & O_APPEND) != 0;
+  }
 
   TransferPaths suits = static_cast<unsigned>(TransferPath::copy);
   // copy_file_range refuses O_APPEND targets with EBADF, not with an error that falls back;

@@ -71,10 +71,10 @@ class TransferEngine {
 
   // Plans moving `count` bytes from `in` (at `in_offset`, or its own position, which then
   // advances, when negative) to `out` (likewise at `out_offset`), with the paths of `allowed`
-  // that suit the pair: classifies both descriptors once (fstat, fcntl) and forgets any earlier
-  // transfer. Both descriptors are borrowed and must stay open while it steps; `pipe` (its
-  // owner's, kept across transfers) is used for a splice between two descriptors that are not
-  // pipes, and only until finish().
+  // that suit the pair: classifies the descriptors once, only as far as those paths need
+  // (fstat, fcntl), and forgets any earlier transfer. Both descriptors are borrowed and must
+  // stay open while it steps; `pipe` (its owner's, kept across transfers) is used for a splice
+  // between two descriptors that are not pipes, and only until finish().
   void start(int in, std::int64_t in_offset, int out, std::int64_t out_offset, std::uint64_t count,
              TransferPaths allowed, SplicePipe& pipe, Mode mode);
   // Moves what can be moved now with one call of the current path (one splice pair, one

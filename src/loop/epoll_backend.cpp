@@ -98,10 +98,9 @@ void EpollBackend::drain() {
 
 void EpollBackend::attempt(Operation* op) {
   const OpFamily& family = *op->family;
-  if (!family.keeps_blocking) {
-    ensure_nonblocking(op->fd);
-    if (op->fd_out >= 0) ensure_nonblocking(op->fd_out);
-  }
+  // Only the descriptor it belongs to: a transfer's file is borrowed, its flags are the
+  // caller's, and a remembered state would outlive its number (closed without the loop).
+  if (!family.keeps_blocking && op->home_fd >= 0) ensure_nonblocking(op->home_fd);
   // Known not ready (the last attempt this way hit EAGAIN and no edge came since): wait.
   const int edge = family.edge ? family.edge(*op) : 0;
   if (edge) {

@@ -157,6 +157,7 @@ Operation* LoopCore::acquire() {
     op->index = static_cast<std::uint32_t>(ops_.size());
     op->bufs.reserve(8);
     op->iov.resize(8);
+    op->accepted.reserve(1);  // a single accept's connection, whichever pooled op it runs on
     ops_.push_back(std::move(owned));
   }
   ++live_ops_;
@@ -296,10 +297,12 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
     finish(op, std::make_error_code(std::errc::bad_file_descriptor));  // reported later, not thrown
     return h;
   }
-  op->fd_is_socket = fd_state(op->fd).is_socket;
   op->lane = family.lane;
   op->home_fd = family.descriptors == 2 && !family.belongs_to_input ? a.fd_out : a.fd;
   link(op);
+  // Only the descriptor it belongs to is classified and remembered: a transfer's file is
+  // borrowed, closed without the loop, and its number may name a socket the next time.
+  op->fd_is_socket = fds_[op->home_fd].is_socket;
   int l = static_cast<int>(op->lane);
   if (op->lane == Lane::none || fds_[op->home_fd].lane_head[l] == op) {
     op->move_to(OpState::queued);

@@ -87,7 +87,7 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
   if (readiness_only) {
     for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE,
                    IORING_OP_WRITEV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
-                   IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_SPLICE}) {
+                   IORING_OP_ACCEPT, IORING_OP_CONNECT}) {
       has_op_[op] = false;
     }
   }

@@ -7,9 +7,9 @@
 // io_uring_submit_and_wait_timeout per loop turn. A full SQ is submitted early; when even that
 // gives no entry the operation waits in a backlog for the next turn. CQ overflow: the kernel
 // keeps the overflowed CQEs (FEAT_NODROP) and the reaper flushes them with get_events until
-// none remain. Opcodes are probed; an operation without its opcode (and transfer_to, which has
-// none: sendfile, see src/loop/ops/splice.cpp) runs as a readiness POLL_ADD followed by one
-// non-blocking syscall.
+// none remain. Opcodes are probed; an operation without its opcode (and the transfers, which have
+// none: the transfer engine, see src/loop/ops/transfer.cpp) runs as a readiness POLL_ADD
+// followed by one non-blocking syscall.
 #pragma once
 
 #include "loop/backend.hpp"

@@ -56,9 +56,9 @@ struct Operation {
   BackendState bstate = BackendState::none;
   bool in_completed = false;     // in the core's completion list (multishot: also while in_kernel)
   bool connect_started = false;  // epoll connect: ::connect already issued
-  bool fd_is_socket = false;
-  bool poll_first = false;  // the socket was drained by the last read: wait, then read
-  bool more = false;        // write on a socket: MSG_MORE (WriteFlags::more)
+  bool fd_is_socket = false;     // the descriptor it belongs to (home_fd) is a socket
+  bool poll_first = false;       // the socket was drained by the last read: wait, then read
+  bool more = false;             // write on a socket: MSG_MORE (WriteFlags::more)
 
   int fd = -1;
   int fd_out = -1;

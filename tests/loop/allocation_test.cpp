@@ -1,5 +1,5 @@
 // Steady state allocates nothing: once the loop's pools are warm, starting and completing
-// reads, writes, timers and tasks performs no heap allocation on the loop thread.
+// reads, writes, timers, tasks and accepts performs no heap allocation on the loop thread.
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/loop/event_loop.hpp>
 
@@ -85,6 +85,45 @@ TEST_P(LoopAllocationTest, SteadyStateReadWriteTimerTaskAllocateNothing) {
   auto probe = std::make_unique<int>(1);
   counting = false;
   EXPECT_EQ(allocations, 1u);
+  ASSERT_TRUE(test::run_until(loop, [&] { return loop.pending() == 0; }));
+}
+
+// An accept holds its connection in the operation until the handler takes it: that costs no
+// allocation either, also on a pooled operation that has only ever read and written before.
+TEST_P(LoopAllocationTest, AcceptOnAPooledOperationAllocatesNothing) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  PingPong pp{loop, a.get(), b.get()};
+  pp.out = ByteBuffer::allocate(4);
+  pp.in = ByteBuffer::allocate(4);
+  pp.limit = 300;
+  pp.ping();
+  ASSERT_TRUE(test::run_until(loop, [&] { return pp.rounds >= pp.limit; }));
+  FileDescriptor listener = test::loop_tcp_listener();
+  int accepted = 0;
+  auto accept_one = [&] {
+    loop.accept(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
+      EXPECT_FALSE(ec);
+      EXPECT_TRUE(fd.valid());
+      ++accepted;  // dropped: closed here, the loop never used it
+    });
+  };
+  // One accept first, so that the listener is known to the loop; a read left pending keeps
+  // that operation busy, and the next accept runs on one that has never accepted.
+  FileDescriptor first = test::loop_tcp_client(listener.get());
+  accept_one();
+  ASSERT_TRUE(test::run_until(loop, [&] { return accepted == 1; }));
+  loop.read(b.get(), ByteBuffer::allocate(4), [](std::error_code, std::size_t, ByteBuffer) {});
+  FileDescriptor second = test::loop_tcp_client(listener.get());
+  counting = true;
+  allocations = 0;
+  accept_one();
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (accepted < 2 && std::chrono::steady_clock::now() < end) loop.run_once(10ms);
+  counting = false;
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(allocations, 0u);
+  loop.release(b);
   ASSERT_TRUE(test::run_until(loop, [&] { return loop.pending() == 0; }));
 }
 

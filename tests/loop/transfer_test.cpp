@@ -12,6 +12,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <fcntl.h>
@@ -296,6 +297,42 @@ TEST_P(LoopTransferTest, PeerResetFailsTheTransferTo) {
   EXPECT_TRUE(*done.ec == std::errc::connection_reset || *done.ec == std::errc::broken_pipe)
       << done.ec->message();
   EXPECT_EQ(done.bytes, 0u);
+}
+
+// The file of a transfer is only borrowed: the loop leaves its flags alone and remembers
+// nothing of it, so that a blocking socket given the same number after the file was closed
+// without the loop is made non-blocking like any descriptor the loop has not seen.
+TEST_P(LoopTransferTest, BorrowedFileLeavesNothingBehindForItsNumber) {
+  EventLoop loop(options());
+  const std::string content = pattern(64 * 1024, 8);
+  FileDescriptor file = file_with(content);
+  Tcp t = tcp_pair();
+  Done sent;
+  loop.transfer_to(file.get(), 0, content.size(), t.client.get(), sent.handler());
+  ASSERT_TRUE(run_until(loop, [&] { return sent(); }));
+  EXPECT_FALSE(*sent.ec) << sent.ec->message();
+  EXPECT_EQ(::fcntl(file.get(), F_GETFL) & O_NONBLOCK, 0);
+
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);  // blocking
+  FileDescriptor peer(pair[1]);
+  const int number = file.get();
+  file.reset();  // closed by its owner, not through the loop
+  FileDescriptor reused(::dup3(pair[0], number, O_CLOEXEC));
+  ::close(pair[0]);
+  ASSERT_EQ(reused.get(), number);
+  std::optional<std::error_code> wrote;
+  loop.write(reused.get(), ByteBuffer::wrap(std::string_view("hi")),
+             [&](std::error_code ec, std::size_t, ByteBuffer) { wrote = ec; });
+  ASSERT_TRUE(run_until(loop, [&] { return wrote.has_value(); }));
+  EXPECT_FALSE(*wrote) << wrote->message();
+  char got[2];
+  ASSERT_EQ(::read(peer.get(), got, sizeof got), 2);
+  EXPECT_EQ(std::string_view(got, 2), "hi");
+  if (GetParam().kind == BackendKind::epoll) {
+    EXPECT_NE(::fcntl(reused.get(), F_GETFL) & O_NONBLOCK, 0);
+  }
+  EXPECT_FALSE(loop.close(std::move(reused)));
 }
 
 NIOX_INSTANTIATE_BACKENDS(LoopTransferTest);

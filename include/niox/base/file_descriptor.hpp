@@ -68,7 +68,11 @@ class FileDescriptor {
   // Gives the number to the caller, who owns it from now on; this object becomes invalid.
   [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
   // Closes the owned descriptor (dropping a close error) and takes ownership of `fd` instead.
-  void reset(int fd = -1) noexcept;
+  // Inline: an empty one (a completion's, a moved-from one) is dropped without a call.
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) close_quietly(fd_);
+    fd_ = fd < 0 ? -1 : fd;
+  }
   // Closes the owned descriptor and returns close(2)'s error; the object is invalid afterwards
   // whatever the result. EBADF when nothing was owned.
   std::error_code close() noexcept;
@@ -81,6 +85,9 @@ class FileDescriptor {
   FileDescriptor dup(std::error_code& ec) const noexcept;
 
  private:
+  // close(2), its error dropped and never retried (see the header).
+  static void close_quietly(int fd) noexcept;
+
   int fd_ = -1;
 };
 
