@@ -682,7 +682,8 @@ int run_recv(const TransferOptions& o) {
   }
   sockaddr_storage native{};
   socklen_t native_len = where.to_native(native);
-  int lfd = ::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  FileDescriptor listener(::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int lfd = listener.get();
   int one = 1;
   ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 ||
@@ -705,7 +706,7 @@ int run_recv(const TransferOptions& o) {
       std::chrono::duration<double>(o.header_timeout_seconds));
   timeouts.idle = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.idle_timeout_seconds));
-  Receiver r(loop, FileDescriptor(lfd), rx, timeouts, o.max_size);
+  Receiver r(loop, std::move(listener), rx, timeouts, o.max_size);
   return r.run();
 }
 
