@@ -6,8 +6,8 @@
 // Zero-copy at both ends, all on one niox EventLoop: the sender's body leaves by
 // EventLoop::transfer_to (sendfile); the receiver's arrives by EventLoop::transfer_from (socket →
 // the loop's pipe → file at the body's offset, splice), so no body byte is copied through user
-// space. The protocol (header, checksum, naming
-// the file only once verified) is TransferReceiver's and prepare_send()'s.
+// space. The protocol (header, checksum, naming the file only once verified) is
+// TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
 // 2 usage error (or recv's --out directory missing); recv also 3 no complete header within
