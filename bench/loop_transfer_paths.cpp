@@ -5,6 +5,8 @@
 //   niox_loop_transfer_paths [--backend io_uring|epoll] [--mib 256]
 #include <niox/loop/event_loop.hpp>
 
+#include "backend_arg.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -44,7 +46,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view k = argv[i], v = argv[i + 1];
     if (k == "--backend")
-      options.backend = v == "epoll" ? niox::BackendKind::epoll : niox::BackendKind::io_uring;
+      options.backend = backend_arg(v);
     else if (k == "--mib")
       mib = std::strtoul(argv[i + 1], nullptr, 10);
   }

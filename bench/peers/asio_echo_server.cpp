@@ -6,14 +6,13 @@
 //
 // usage: asio_echo_server [--port N] [--host ADDR]   (default 127.0.0.1, port 7000)
 
+#include "asio_peer_args.hpp"
+
 #include <asio.hpp>
 
 #include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
-#include <string>
-#include <string_view>
 #include <utility>
 
 namespace {
@@ -67,25 +66,14 @@ class Server {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "127.0.0.1";
-  unsigned short port = 7000;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--port" && i + 1 < argc)
-      port = static_cast<unsigned short>(std::atoi(argv[++i]));
-    else if (a == "--host" && i + 1 < argc)
-      host = argv[++i];
-    else if (!a.empty() && a[0] != '-')
-      port = static_cast<unsigned short>(std::atoi(argv[i]));
-    else {
-      std::fprintf(stderr, "usage: %s [--port N] [--host ADDR]\n", argv[0]);
-      return 1;
-    }
+  auto args = parse_asio_peer_args(argc, argv);
+  if (!args) {
+    return 1;
   }
   try {
     asio::io_context io(1);  // concurrency hint 1: one thread, so Asio may skip locking
-    Server server(io, asio::ip::tcp::endpoint(asio::ip::make_address(host), port));
-    std::fprintf(stderr, "asio_echo_server: listening on %s:%u\n", host.c_str(), port);
+    Server server(io, asio::ip::tcp::endpoint(asio::ip::make_address(args->host), args->port));
+    std::fprintf(stderr, "asio_echo_server: listening on %s:%u\n", args->host.c_str(), args->port);
     io.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "asio_echo_server: %s\n", e.what());

@@ -212,8 +212,8 @@ class HttpServerHandler final : public ChannelHandler {
   std::string pending_;
   bool closing_ = false;
   std::chrono::nanoseconds head_timeout_;
-  std::uint64_t acked_at_last_idle_ =
-      0;  // TCP_INFO bytes acked by the peer, at the last idle event
+  // TCP_INFO bytes acked by the peer, at the last idle event.
+  std::uint64_t acked_at_last_idle_ = 0;
   std::optional<std::chrono::steady_clock::time_point> head_started_;  // of the incomplete request
 };
 

@@ -74,29 +74,30 @@ KvClient::KvClient(EventLoopGroup& group, const SocketAddress& server)
     }
     return h.value_length;
   };
+  // Where a value goes: the caller's buffer when it fits (scattered straight into it), else a
+  // buffer of its own.
+  auto body_target = [state, body_length](const ByteBuffer& header) {
+    auto n = body_length(header);
+    HeaderBodyDecoder::BodyTarget t{n, {}};
+    if (n == 0) {
+      return t;
+    }
+    std::lock_guard lock(state->mutex);
+    if (!state->pending.empty() && state->pending.front().into.remaining() >= n &&
+        !state->pending.front().into.is_read_only()) {
+      t.buffers.push_back(state->pending.front().into);
+    } else {
+      t.buffers.push_back(ByteBuffer::allocate(n));
+    }
+    return t;
+  };
   Bootstrap b;
   b.group(group)
       .option(channel_option::tcp_nodelay, true)
-      .handler(std::make_shared<ChannelInitializer>([state, body_length](Channel& ch) {
-        ch.pipeline().add_last("decoder", std::make_shared<HeaderBodyDecoder>(
-                                              header_size, max_value_length, body_length,
-                                              [state, body_length](const ByteBuffer& header) {
-                                                auto n = body_length(header);
-                                                HeaderBodyDecoder::BodyTarget t{n, {}};
-                                                if (n == 0) {
-                                                  return t;
-                                                }
-                                                // The caller's buffer when it fits: the value is scattered straight into it.
-                                                std::lock_guard lock(state->mutex);
-                                                if (!state->pending.empty() &&
-                                                    state->pending.front().into.remaining() >= n &&
-                                                    !state->pending.front().into.is_read_only()) {
-                                                  t.buffers.push_back(state->pending.front().into);
-                                                } else {
-                                                  t.buffers.push_back(ByteBuffer::allocate(n));
-                                                }
-                                                return t;
-                                              }));
+      .handler(std::make_shared<ChannelInitializer>([state, body_length, body_target](Channel& ch) {
+        ch.pipeline().add_last("decoder",
+                               std::make_shared<HeaderBodyDecoder>(header_size, max_value_length,
+                                                                   body_length, body_target));
         ch.pipeline().add_last("kv", std::make_shared<KvClientHandler>(state));
       }));
   auto connected = b.connect(server);

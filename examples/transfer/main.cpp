@@ -6,8 +6,8 @@
 // Zero-copy at both ends, all on one niox EventLoop: the sender's body leaves by
 // EventLoop::transfer_to (sendfile); the receiver's arrives by EventLoop::transfer_from (socket →
 // the loop's pipe → file at the body's offset, splice), so no body byte is copied through user
-// space. The protocol (header, checksum, naming
-// the file only once verified) is TransferReceiver's and prepare_send()'s.
+// space. The protocol (header, checksum, naming the file only once verified) is
+// TransferReceiver's and prepare_send()'s.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
 // 2 usage error (or recv's --out directory missing); recv also 3 no complete header within
@@ -378,12 +378,10 @@ class Receiver {
     }
     std::size_t want =
         static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
-    in_body_ = true;
     waiting_for_sender(loop_.transfer_from(
         fd_.get(), rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), want,
         [this](std::error_code ec, std::size_t n, TransferPath) {
           sender_answered();
-          in_body_ = false;
           if (ending_) return;
           rx_.on_body_spliced(n);
           if (std::exchange(probing_, false) && ec == operation_aborted()) {
@@ -554,8 +552,10 @@ class Receiver {
         arm_idle(timeouts_.idle - waited);
         return;
       }
-      if (in_body_) {
-        // Its handler decides; if it has finished already, it goes on and so does the timer.
+      if (rx_.phase() == TransferReceiver::Phase::body) {
+        // The wait is a body chunk (the only one in the body phase), which completes only once
+        // all of it is stored: stop it, and its handler decides; if it has finished already, it
+        // goes on and so does the timer.
         probing_ = loop_.cancel(sender_op_);
         if (!probing_) arm_idle(timeouts_.idle);
         return;
@@ -662,7 +662,6 @@ class Receiver {
   bool idle_active_ = false;
   OperationHandle sender_op_;  // the read or body chunk from the socket in flight
   bool waiting_ = false;
-  bool in_body_ = false;  // sender_op_ is a body chunk (a transfer_from)
   bool probing_ = false;  // the idle timer stopped it to see what arrived
   Clock::time_point waiting_since_{};
   bool lingering_ = false;
@@ -683,7 +682,8 @@ int run_recv(const TransferOptions& o) {
   }
   sockaddr_storage native{};
   socklen_t native_len = where.to_native(native);
-  int lfd = ::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  FileDescriptor listener(::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int lfd = listener.get();
   int one = 1;
   ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 ||
@@ -706,7 +706,7 @@ int run_recv(const TransferOptions& o) {
       std::chrono::duration<double>(o.header_timeout_seconds));
   timeouts.idle = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.idle_timeout_seconds));
-  Receiver r(loop, FileDescriptor(lfd), rx, timeouts, o.max_size);
+  Receiver r(loop, std::move(listener), rx, timeouts, o.max_size);
   return r.run();
 }
 

@@ -135,20 +135,26 @@ ChannelHandlerContext& ChannelHandlerContext::fire_exception_caught(std::excepti
 // fails a write with handler_removed and starts the other operations at the tail; a dead loop
 // fails them with channel_closed.
 
-template <class Op, class Gone>
-void ChannelHandlerContext::promised(ChannelPromise promise, Op&& op, Gone&& gone) {
+template <class Op, class Gone, class... Args>
+void ChannelHandlerContext::promised(ChannelPromise promise, Op&& op, Gone&& gone, Args&&... args) {
   if (channel().in_event_loop()) {
-    op(*this, std::move(promise));
+    op(*this, std::move(promise), std::forward<Args>(args)...);
     return;
   }
-  if (!on_loop([o = std::forward<Op>(op),
-                p = promise](ChannelHandlerContext& c) mutable { o(c, std::move(p)); },
+  if (!on_loop([o = std::forward<Op>(op), p = promise, ... a = std::forward<Args>(args)](
+                   ChannelHandlerContext& c) mutable { o(c, std::move(p), std::move(a)...); },
                [g = std::forward<Gone>(gone), p = promise](Channel& ch) mutable {
                  g(ch, std::move(p));
                })) {
     promise.try_failure(transport::Errc::channel_closed);
   }
 }
+
+namespace {
+
+void fail_removed(Channel&, ChannelPromise p) { p.try_failure(transport::Errc::handler_removed); }
+
+}  // namespace
 
 ChannelFuture ChannelHandlerContext::write(Message msg) {
   auto p = new_promise();
@@ -158,10 +164,10 @@ ChannelFuture ChannelHandlerContext::write(Message msg) {
 void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
   promised(
       std::move(promise),
-      [m = std::move(msg)](ChannelHandlerContext& c, ChannelPromise p) mutable {
+      [](ChannelHandlerContext& c, ChannelPromise p, Message&& m) {
         c.prev_->invoke_write(std::move(m), std::move(p));
       },
-      [](Channel&, ChannelPromise p) { p.try_failure(transport::Errc::handler_removed); });
+      fail_removed, std::move(msg));
 }
 ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   auto p = new_promise();
@@ -169,21 +175,16 @@ ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
   return p.future();
 }
 void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise) {
-  if (!channel().in_event_loop()) {
-    if (!on_loop(
-            [m = std::move(msg), p = promise](ChannelHandlerContext& c) mutable {
-              c.write_and_flush(std::move(m), std::move(p));
-            },
-            [p = promise](Channel&) mutable { p.try_failure(transport::Errc::handler_removed); })) {
-      promise.try_failure(transport::Errc::channel_closed);
-    }
-    return;
-  }
-  // Keep prev_ now, and keep it alive: the write may remove handlers.
-  ChannelPipeline::Frame frame(*pipeline_);
-  auto* target = prev_;
-  target->invoke_write(std::move(msg), std::move(promise));
-  target->invoke_flush();
+  promised(
+      std::move(promise),
+      [](ChannelHandlerContext& c, ChannelPromise p, Message&& m) {
+        // Keep prev_ now, and keep it alive: the write may remove handlers.
+        ChannelPipeline::Frame frame(*c.pipeline_);
+        auto* target = c.prev_;
+        target->invoke_write(std::move(m), std::move(p));
+        target->invoke_flush();
+      },
+      fail_removed, std::move(msg));
 }
 ChannelHandlerContext& ChannelHandlerContext::flush() {
   if (channel().in_event_loop()) {

@@ -116,11 +116,11 @@ class ChannelHandlerContext {
   // there if the context has left the pipeline by then. False when the loop is gone.
   template <class Op, class Gone>
   bool on_loop(Op&& op, Gone&& gone);
-  // An operation completing `promise`: `op(ctx, promise)` at once on the loop thread, else
-  // through on_loop (`gone(channel, promise)` there instead); a dead loop fails the promise with
-  // channel_closed.
-  template <class Op, class Gone>
-  void promised(ChannelPromise promise, Op&& op, Gone&& gone);
+  // An operation completing `promise`: `op(ctx, promise, args...)` at once on the loop thread
+  // (`args` forwarded, not copied), else through on_loop with `args` moved into the task
+  // (`gone(channel, promise)` there instead); a dead loop fails the promise with channel_closed.
+  template <class Op, class Gone, class... Args>
+  void promised(ChannelPromise promise, Op&& op, Gone&& gone, Args&&... args);
 
   // Run this context's handler for an event, catching what it throws.
   void invoke_channel_active();
