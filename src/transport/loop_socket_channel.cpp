@@ -332,13 +332,16 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
                        static_cast<const std::byte*>(v.iov_base), v.iov_len)),
                    flags, std::move(done));
     } else {
-      write_views_.clear();
+      // The loop copies the views into its operation: one vector per thread serves every
+      // connection on it.
+      thread_local std::vector<ByteBuffer> views;
+      views.clear();
       for (const iovec& v : g.iovecs) {
-        write_views_.push_back(ByteBuffer::wrap(
+        views.push_back(ByteBuffer::wrap(
             std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len)));
       }
-      loop_->write(fd_.get(), std::span<const ByteBuffer>(write_views_), flags, std::move(done));
-      write_views_.clear();
+      loop_->write(fd_.get(), std::span<const ByteBuffer>(views), flags, std::move(done));
+      views.clear();
     }
     return;
   }

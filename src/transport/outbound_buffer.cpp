@@ -10,7 +10,7 @@ OutboundBuffer::~OutboundBuffer() = default;
 
 void OutboundBuffer::EntryQueue::push_back(Entry&& e) {
   if (size_ == slots_.size()) {
-    std::vector<Entry> grown;
+    std::vector<Entry, detail::CachedObjectAllocator<Entry>> grown;
     grown.reserve(std::max<std::size_t>(8, slots_.size() * 2));
     for (std::size_t i = 0; i < size_; ++i) {
       grown.push_back(std::move((*this)[i]));
@@ -30,7 +30,10 @@ void OutboundBuffer::EntryQueue::pop_front() noexcept {
   if (++head_ == slots_.size()) {
     head_ = 0;
   }
-  --size_;
+  if (--size_ == 0) {
+    slots_ = {};  // back to the thread's cache until the next write
+    head_ = 0;
+  }
 }
 
 bool OutboundBuffer::add_message(Message msg, ChannelPromise promise) {
@@ -67,6 +70,9 @@ void OutboundBuffer::pop_front(std::error_code cause) {
   --flushed_;
   if (in_flight_ && cause) {
     keep_alive_.push_back(std::move(e.msg));
+  }
+  if (entries_.empty() && !in_flight_) {
+    scratch_ = ByteBuffer();  // nothing waits: the block goes back to the pool
   }
   if (cause) {
     e.promise.try_failure(cause);
@@ -117,16 +123,16 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   }
 
   max_iovecs = std::clamp<std::size_t>(max_iovecs, 1, max_iovecs_per_call);
-  if (iovecs_.size() < max_iovecs) {
-    iovecs_.resize(max_iovecs);
-  }
+  // One array per thread, not per connection (16 KiB each, held while idle): every caller
+  // copies the iovecs into its write before it gathers again.
+  thread_local std::vector<iovec> iovecs(max_iovecs_per_call);
   if (coalesce_threshold_ != 0 && scratch_.capacity() == 0) {
     scratch_ = ByteBuffer::allocate(std::max(default_scratch_size, 2 * coalesce_threshold_));
   }
   scratch_.clear();
 
   GatherBuilder builder(
-      std::span<iovec>(iovecs_.data(), max_iovecs), max_bytes_,
+      std::span<iovec>(iovecs.data(), max_iovecs), max_bytes_,
       coalesce_threshold_ != 0 ? scratch_.writable_bytes() : std::span<std::byte>(),
       coalesce_threshold_);
   for (std::size_t i = 0; i < flushed_; ++i) {
@@ -183,6 +189,9 @@ void OutboundBuffer::remove_bytes(std::size_t n) {
 void OutboundBuffer::gather_done() noexcept {
   in_flight_ = false;
   keep_alive_.clear();
+  if (entries_.empty()) {
+    scratch_ = ByteBuffer();
+  }
 }
 
 void OutboundBuffer::fail_flushed(std::error_code cause) {

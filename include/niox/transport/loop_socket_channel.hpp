@@ -156,7 +156,6 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool connecting_ = false;
   bool connect_timed_out_ = false;
   std::size_t write_attempted_ = 0;
-  std::vector<ByteBuffer> write_views_;  // views over the gathered iovecs, reused
   AdaptiveRecvBufferAllocator::Handle recv_;
   SocketAddress connect_to_;
   ChannelPromise connect_promise_;

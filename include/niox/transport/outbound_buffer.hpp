@@ -14,10 +14,15 @@
 // each exactly once: success when its last byte was taken, failure (fail_all) on close.
 //
 // Ownership: the buffer owns each queued Message (and so keeps its memory alive) until the
-// entry completes. The iovecs returned by gather() point into those buffers and into a scratch
-// buffer owned here; both stay valid and unchanged until remove_bytes() or gather_done() is
+// entry completes. The memory the iovecs returned by gather() point at (those buffers and a
+// scratch buffer owned here) stays valid and unchanged until remove_bytes() or gather_done() is
 // called — also across fail_all(), which keeps the in-flight messages alive until then, so an
-// io_uring write still owned by the kernel never sees freed memory.
+// io_uring write still owned by the kernel never sees freed memory. The iovec array itself is
+// the calling thread's, shared by every buffer on it: read it before the next gather().
+//
+// Memory: an empty buffer holds nothing. The entry ring goes back to the thread's block cache
+// when the last entry completes, and the scratch buffer to the pool, so an idle connection
+// costs only the object itself.
 //
 // Backpressure: pending bytes above the high water mark make the buffer unwritable, below the
 // low mark writable again; each flip calls the writability listener (the channel fires
@@ -28,13 +33,13 @@
 // Threads: the channel's executor thread only.
 #pragma once
 
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
 #include <niox/transport/channel_future.hpp>
 #include <niox/transport/message.hpp>
 
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <span>
 #include <system_error>
@@ -155,8 +160,9 @@ class OutboundBuffer {
     std::size_t size;  // counted against the water marks until the entry completes
   };
 
-  // A ring of entries whose storage is kept (a deque frees and allocates blocks as a steady
-  // stream of writes goes through it). References are stable until the next push_back.
+  // A ring of entries. Its storage comes from the thread's block cache and goes back there
+  // when the ring empties: a steady stream of writes costs no malloc, an idle connection no
+  // memory. References are stable until the next push_back.
   class EntryQueue {
    public:
     bool empty() const noexcept { return size_ == 0; }
@@ -171,7 +177,7 @@ class OutboundBuffer {
     void pop_front() noexcept;
 
    private:
-    std::vector<Entry> slots_;
+    std::vector<Entry, detail::CachedObjectAllocator<Entry>> slots_;
     std::size_t head_ = 0;
     std::size_t size_ = 0;
   };
@@ -189,8 +195,7 @@ class OutboundBuffer {
   std::size_t coalesce_threshold_ = 0;
   WritabilityListener listener_;
 
-  std::vector<iovec> iovecs_;
-  ByteBuffer scratch_;               // coalesced tiny pieces; lazily allocated, reused
+  ByteBuffer scratch_;               // coalesced tiny pieces; from the pool while bytes wait
   bool in_flight_ = false;           // a gather was handed out and not yet reported
   std::vector<Message> keep_alive_;  // messages failed while in flight
 };

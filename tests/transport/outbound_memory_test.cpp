@@ -1,0 +1,45 @@
+// What an OutboundBuffer costs between writes: nothing of its own. Its entry ring comes from the
+// thread's block cache and goes back when drained, and the gathering iovecs are the thread's,
+// so a new connection's first write, once the thread is warm, makes no heap allocation.
+#define NIOX_TEST_DEFINE_COUNTING_NEW
+
+#include <niox/transport/outbound_buffer.hpp>
+
+#include "support/counting_new.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+namespace niox {
+namespace {
+
+// One flushed write of `b`, gathered and taken whole by the pretend kernel.
+void write_through(OutboundBuffer& out, ByteBuffer b) {
+  const std::size_t n = b.remaining();
+  out.add_message(std::move(b), {});
+  out.add_flush();
+  GatherWrite g = out.gather();
+  ASSERT_EQ(g.bytes, n);
+  out.remove_bytes(n);
+  ASSERT_TRUE(out.is_empty());
+}
+
+TEST(OutboundBufferMemory, ADrainedBufferKeepsNothingSoTheNextConnectionAllocatesNothing) {
+  {
+    OutboundBuffer warm;  // the thread's first connection fills its caches
+    write_through(warm, ByteBuffer::wrap(std::string_view("first")));
+  }
+  OutboundBuffer next;
+  auto one = ByteBuffer::wrap(std::string_view("second"));
+  auto two = ByteBuffer::wrap(std::string_view("third"));
+  test::allocations = 0;
+  test::counting = true;
+  write_through(next, one);
+  write_through(next, two);
+  test::counting = false;
+  EXPECT_EQ(test::allocations, 0u);
+}
+
+}  // namespace
+}  // namespace niox
