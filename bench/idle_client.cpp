@@ -188,11 +188,12 @@ class Client {
 
   // Reads into buf until `want` bytes arrived; false on EOF.
   bool read_some(int fd, std::string& buf, std::size_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.timeout);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.timeout);
     char chunk[65536];
     while (buf.size() < want) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                        std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       pollfd p{fd, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0)
         die(kExitClosed, "no answer within %.0f s on connection %zu", o_.timeout, fds_.size());
@@ -236,8 +237,8 @@ class Client {
         die(kExitClosed, "server closed connection %zu before its headers", fds_.size());
     std::string_view head(in.data(), end);
     if (head.rfind("HTTP/1.1 200", 0) != 0)
-      die(kExitCorrupt, "GET %s: %.*s", o_.http_path.c_str(),
-          static_cast<int>(head.find("\r\n")), head.data());
+      die(kExitCorrupt, "GET %s: %.*s", o_.http_path.c_str(), static_cast<int>(head.find("\r\n")),
+          head.data());
     std::size_t body_at = end + 4;
     if (!read_some(fd, in, body_at + body_.size()))
       die(kExitClosed, "server closed connection %zu mid-body", fds_.size());
