@@ -187,13 +187,14 @@ void LoopSocketChannel::do_read_begin() {
 }
 
 void LoopSocketChannel::start_read() {
-  ByteBuffer b = recv_.allocate();
-  recv_.attempted_bytes_read(b.remaining());
+  // The loop takes the buffer when bytes are there: a connection waiting for its peer holds
+  // none.
+  const std::size_t size = recv_.guess();
+  recv_.attempted_bytes_read(size);
   reading_ = true;
-  loop_->read(fd_.get(), std::move(b),
-              [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
-                s->on_read(ec, n, std::move(buf));
-              });
+  loop_->receive(fd_.get(), size, [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
+    s->on_read(ec, n, std::move(buf));
+  });
 }
 
 void LoopSocketChannel::end_read_batch() {

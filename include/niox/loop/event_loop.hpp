@@ -25,10 +25,10 @@
 // pooled operation object: once the pool is warm, starting and completing an operation
 // allocates nothing (handlers capturing more than 64 bytes take one heap block).
 //
-// Ordering.  Per descriptor, reads (read, recvmsg, transfer_from out of it) complete in the
-// order they were started, and so do writes (write, sendmsg, transfer_to into it): a loop keeps
-// one read and one write in the kernel per descriptor and starts the next when the previous one
-// finishes.
+// Ordering.  Per descriptor, reads (read, receive, recvmsg, transfer_from out of it) complete
+// in the order they were started, and so do writes (write, sendmsg, transfer_to into it): a
+// loop keeps one read and one write in the kernel per descriptor and starts the next when the
+// previous one finishes.
 // write() completes when every remaining byte is written (or with the error that stopped it);
 // read() completes as soon as some bytes arrived. End of stream is a read completing with 0
 // bytes and no error.
@@ -124,6 +124,7 @@ using CompletionFn = UniqueFunction<void(Completion&), 64>;
 
 enum class OpKind : std::uint8_t {
   read,
+  receive,
   write,
   accept,
   accept_multishot,
@@ -145,7 +146,7 @@ struct OpArgs {
   int fd_out = -1;                         // transfers: the output
   std::int64_t offset = -1;                // read_at/write_at; transfers: where the input is read
   std::int64_t offset_out = -1;            // transfers: where the output is written
-  std::size_t length = 0;                  // transfers: the byte count
+  std::size_t length = 0;                  // transfers: the byte count; receive: the most
   int events = 0;                          // poll mask
   ByteBuffer* single = nullptr;            // one buffer, moved into the operation
   std::span<const ByteBuffer> many{};      // many buffers, copied (shared memory) into it
@@ -217,6 +218,21 @@ class EventLoop final : public Executor {
   template <class H>
   OperationHandle read(int fd, ByteBuffer buf, H&& handler) {
     return start_single(detail::OpKind::read, fd, std::move(buf), std::forward<H>(handler));
+  }
+  // Receives up to max_bytes into a buffer the loop takes from its thread's BufferPool only
+  // when bytes can be read: handler(ec, n, ByteBuffer buf), buf's [0, n) the bytes (position
+  // n, as after read()). n == 0 without an error is end of stream; the buffer is empty then,
+  // and on an error or abort. So a descriptor that waits costs no buffer: on epoll, and on
+  // io_uring's readiness fallback, the buffer is taken after readiness; io_uring proper takes
+  // it when it submits the recv. The handler owns the buffer. max_bytes == 0 reads nothing and
+  // completes at once.
+  template <class H>
+  OperationHandle receive(int fd, std::size_t max_bytes, H&& handler) {
+    detail::OpArgs a{detail::OpKind::receive, fd};
+    a.length = max_bytes;
+    return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
+      h(c.ec, c.bytes, c.buffers.empty() ? ByteBuffer() : std::move(c.buffers[0]));
+    });
   }
   // Writes all of buf's remaining bytes; handler(ec, n, ByteBuffer).
   template <class H>

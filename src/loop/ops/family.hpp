@@ -47,18 +47,29 @@ struct OpFamily {
   std::size_t (*interim)(LoopCore&, Operation&) = nullptr;
 };
 
-extern const OpFamily read_family, write_family, accept_family, accept_multishot_family,
-    connect_family, recvmsg_family, sendmsg_family, poll_family, read_at_family, write_at_family,
-    transfer_to_family, transfer_from_family, timer_family;
+extern const OpFamily read_family, receive_family, write_family, accept_family,
+    accept_multishot_family, connect_family, recvmsg_family, sendmsg_family, poll_family,
+    read_at_family, write_at_family, transfer_to_family, transfer_from_family, timer_family;
 
 inline const OpFamily& family_of(OpKind kind) noexcept {
   static constexpr const OpFamily* by_kind[] = {
       // OpKind's order
-      &read_family,    &write_family,    &accept_family,      &accept_multishot_family,
-      &connect_family, &recvmsg_family,  &sendmsg_family,     &poll_family,
-      &read_at_family, &write_at_family, &transfer_to_family, &transfer_from_family,
+      &read_family,
+      &receive_family,
+      &write_family,
+      &accept_family,
+      &accept_multishot_family,
+      &connect_family,
+      &recvmsg_family,
+      &sendmsg_family,
+      &poll_family,
+      &read_at_family,
+      &write_at_family,
+      &transfer_to_family,
+      &transfer_from_family,
       &timer_family,
   };
+  static_assert(std::size(by_kind) == static_cast<std::size_t>(OpKind::timer) + 1);
   return *by_kind[static_cast<std::size_t>(kind)];
 }
 

@@ -2,6 +2,8 @@
 // what arrived, a write once every byte is written.
 #include "loop/ops/family.hpp"
 
+#include <niox/buffer/buffer_pool.hpp>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +52,58 @@ const OpFamily read_family{.lane = Lane::read,
                                    *drained = static_cast<std::size_t>(res) < op.length;
                                  finish_with(core, op, res);
                                }};
+
+// receive: read's rules with a buffer taken from the loop thread's pool at the attempt itself,
+// and given back when the attempt found nothing, so nothing is held while the socket waits.
+namespace {
+ByteBuffer& receive_buffer(Operation& op) {
+  if (op.bufs.empty()) op.bufs.push_back(BufferPool::for_this_thread().allocate(op.length));
+  return op.bufs[0];
+}
+}  // namespace
+
+const OpFamily receive_family{
+    .lane = Lane::read,
+    .prepare =
+        [](LoopCore& core, Operation& op) {
+          if (op.length == 0) return false;
+          const bool* drained = core.read_drained(op);
+          op.poll_first = op.fd_is_socket && drained && *drained;
+          return true;
+        },
+    .wait_for = wait_in,
+    .edge = edge_in,
+    .sqe =
+        [](io_uring_sqe& sqe, Operation& op) {
+          ByteBuffer& b = receive_buffer(op);
+          if (op.fd_is_socket) {
+            io_uring_prep_recv(&sqe, op.fd, b.writable_bytes().data(), b.remaining(), 0);
+            if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
+          } else {
+            io_uring_prep_read(&sqe, op.fd, b.writable_bytes().data(),
+                               static_cast<unsigned>(b.remaining()), no_offset);
+          }
+        },
+    .attempt = [](Operation& op) -> long {
+      ByteBuffer& b = receive_buffer(op);
+      void* at = b.writable_bytes().data();
+      long r =
+          op.fd_is_socket ? ::recv(op.fd, at, b.remaining(), 0) : ::read(op.fd, at, b.remaining());
+      if (r <= 0) {
+        const int saved = errno;
+        op.bufs.clear();  // nothing arrived: the block goes back to the pool
+        errno = saved;
+      }
+      return r;
+    },
+    .result =
+        [](LoopCore& core, Operation& op, long res, bool) {
+          if (res <= 0) op.bufs.clear();  // end of stream, error or abort: no bytes to hand over
+          advance_by(core, op, res, true);
+          bool* drained = core.read_drained(op);
+          if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < op.length;
+          finish_with(core, op, res);
+        }};
 
 const OpFamily write_family{
     .lane = Lane::write,
