@@ -115,9 +115,8 @@ TEST_P(ReceiveTest, CancelledWhileWaitingIsAbortedAndTheNextReceiveGetsTheBytes)
   ASSERT_TRUE(run_until(loop, [&] { return calls == 1; }));
   ASSERT_EQ(::write(a.get(), "ok", 2), 2);
   std::string got;
-  loop.receive(b.get(), 8, [&](std::error_code, std::size_t, ByteBuffer buf) {
-    got = filled(std::move(buf));
-  });
+  loop.receive(b.get(), 8,
+               [&](std::error_code, std::size_t, ByteBuffer buf) { got = filled(std::move(buf)); });
   ASSERT_TRUE(run_until(loop, [&] { return !got.empty(); }));
   EXPECT_EQ(got, "ok");
   EXPECT_EQ(calls, 1);
@@ -162,7 +161,8 @@ TEST_P(ReceiveTest, ALongStreamArrivesWholeAndInOrder) {
     });
   };
   next();
-  EXPECT_TRUE(run_until(loop, [&] { return eof; }, 30s));
+  EXPECT_TRUE(run_until(
+      loop, [&] { return eof; }, 30s));
   writer.join();
   EXPECT_EQ(received, total);
   EXPECT_EQ(wrong, 0u);
