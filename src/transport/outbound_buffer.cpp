@@ -31,7 +31,9 @@ void OutboundBuffer::EntryQueue::pop_front() noexcept {
     head_ = 0;
   }
   if (--size_ == 0) {
-    slots_ = {};  // back to the thread's cache until the next write
+    // Back to the thread's cache until the next write (not `slots_ = {}`: that is the
+    // initializer-list assignment, which keeps the capacity).
+    decltype(slots_)().swap(slots_);
     head_ = 0;
   }
 }

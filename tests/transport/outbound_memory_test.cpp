@@ -3,6 +3,7 @@
 // so a new connection's first write, once the thread is warm, makes no heap allocation.
 #define NIOX_TEST_DEFINE_COUNTING_NEW
 
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 
 #include "support/counting_new.hpp"
@@ -39,6 +40,24 @@ TEST(OutboundBufferMemory, ADrainedBufferKeepsNothingSoTheNextConnectionAllocate
   write_through(next, two);
   test::counting = false;
   EXPECT_EQ(test::allocations, 0u);
+}
+
+// The ring's block goes back to the thread's cache when the last entry completes, not when the
+// buffer is destroyed: an idle connection keeps none.
+TEST(OutboundBufferMemory, TheLastCompletedEntryGivesTheEntryRingBack) {
+  auto cached = [] { return BufferPool::for_this_thread().stats().cached_bytes; };
+  {
+    OutboundBuffer warm;
+    write_through(warm, ByteBuffer::wrap(std::string_view("first")));
+  }
+  OutboundBuffer out;
+  out.add_message(ByteBuffer::wrap(std::string_view("queued")), {});
+  out.add_flush();
+  const std::size_t while_queued = cached();
+  GatherWrite g = out.gather();
+  out.remove_bytes(g.bytes);
+  ASSERT_TRUE(out.is_empty());
+  EXPECT_GT(cached(), while_queued);
 }
 
 }  // namespace
