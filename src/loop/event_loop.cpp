@@ -632,6 +632,8 @@ LoopCounters LoopCore::counters() const noexcept {
   c.timers_fired = r(stats_.timers_fired);
   c.sq_full_submits = r(stats_.sq_full_submits);
   c.cq_overflow_flushes = r(stats_.cq_overflow_flushes);
+  c.ring_receives = r(stats_.ring_receives);
+  c.ring_fallbacks = r(stats_.ring_fallbacks);
   return c;
 }
 

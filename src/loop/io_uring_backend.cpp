@@ -69,13 +69,14 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
     ec = std::make_error_code(std::errc::function_not_supported);
     return nullptr;
   }
-  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only);
+  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only,
+                                            options.receive_ring_entries);
   io_uring_free_probe(probe);
   return b;
 }
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
-                               bool readiness_only)
+                               bool readiness_only, unsigned receive_ring_entries)
     : core_(core), ring_(ring), enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {
@@ -92,10 +93,26 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
     }
   }
   io_uring_register_ring_fd(&ring_);  // saves a descriptor lookup per enter; optional
+  // The readiness fallback reads with plain syscalls: a ring would only sit there. A kernel
+  // without buffer rings (before 5.19) refuses the registration; receives then bring pooled
+  // buffers.
+  if (!readiness_only && receive_ring_entries > 0 && has_op_[IORING_OP_RECV]) {
+    unsigned entries = 1;
+    while (entries < receive_ring_entries && entries < 32768) entries <<= 1;
+    std::error_code ignored;
+    recv_ring_ = BufferRing::create(ring_, 0, entries, BufferRing::default_buffer_size, ignored);
+  }
 }
 
 IoUringBackend::~IoUringBackend() {
+  recv_ring_.reset();
   io_uring_queue_exit(&ring_);  // before notify_fd_ closes: the ring has it registered
+}
+
+void IoUringBackend::refill_ring() noexcept {
+  if (!recv_ring_) return;
+  recv_ring_->bind_to_this_thread();
+  recv_ring_->drain_returns();
 }
 
 void IoUringBackend::ensure_enabled() {
@@ -107,10 +124,22 @@ void IoUringBackend::ensure_enabled() {
   }
 }
 
-bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) const {
+bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) {
   sqe = io_uring_sqe{};
   if (!op.family->sqe) return false;
-  op.family->sqe(sqe, op);
+  if (recv_ring_ && op.family->sqe_select && op.fd_is_socket && op.bufs.empty() && !op.no_ring) {
+    // A quarter of the ring stays for the receives that find it low: when handlers hold the
+    // rest (a slow consumer), the others read into pooled buffers rather than wait on ENOBUFS.
+    if (recv_ring_->available() > recv_ring_->entries() / 4) {
+      op.family->sqe_select(sqe, op, recv_ring_->group(), recv_ring_->buffer_size());
+    } else {
+      AtomicCounters::add(core_.stats().ring_fallbacks, 1);
+      op.no_ring = true;
+      op.family->sqe(sqe, op);
+    }
+  } else {
+    op.family->sqe(sqe, op);
+  }
   sqe.ioprio &= static_cast<std::uint16_t>(~refused_ioprio_[sqe.opcode]);
   return has_op_[sqe.opcode];
 }
@@ -233,6 +262,7 @@ void IoUringBackend::flush() {
 
 void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
   ensure_enabled();
+  refill_ring();
   AtomicCounters::add(core_.stats().kernel_entries, 1);
   if (timeout.count() == 0) {
     io_uring_submit_and_get_events(&ring_);
@@ -283,6 +313,16 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   }
   Operation* op = core_.find(static_cast<std::uint32_t>((ud >> 2) & 0x3fffffff),
                              static_cast<std::uint32_t>(ud >> 32));
+  if (flags & IORING_CQE_F_BUFFER) {
+    // The kernel took a ring buffer for this recv: it becomes the operation's, or goes back.
+    const unsigned id = flags >> IORING_CQE_BUFFER_SHIFT;
+    if (recv_ring_ && op && tag == tag_op && res > 0 && op->bufs.empty()) {
+      op->bufs.push_back(recv_ring_->take(id));
+      AtomicCounters::add(core_.stats().ring_receives, 1);
+    } else if (recv_ring_) {
+      recv_ring_->give_back(id);
+    }
+  }
   if (!op) return;  // stale: nothing of this operation is live any more
   if (tag == tag_poll) {
     op->bstate = BackendState::none;
@@ -297,6 +337,14 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     return;
   }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
+  if (res == -ENOBUFS && op->family->sqe_select && !op->no_ring &&
+      op->state != OpState::cancelling) {
+    // The ring ran dry between submission and arrival: the same recv with a pooled buffer.
+    AtomicCounters::add(core_.stats().ring_fallbacks, 1);
+    op->no_ring = true;
+    prep(*op);
+    return;
+  }
   io_uring_sqe again;
   if (res == -EINVAL && op->state != OpState::cancelling && fill(*op, again) && again.ioprio) {
     // A kernel without multishot accept or IORING_RECVSEND_POLL_FIRST: this attempt again, and
@@ -343,6 +391,7 @@ int IoUringBackend::pollable_fd() {
 }
 
 void IoUringBackend::submit_pending() {
+  refill_ring();
   flush();
   if (io_uring_sq_ready(&ring_) > 0) submit_now();
 }

@@ -9,10 +9,12 @@
 // keeps the overflowed CQEs (FEAT_NODROP) and the reaper flushes them with get_events until
 // none remain. Opcodes are probed; an operation without its opcode (and the transfers, which have
 // none: the transfer engine, see src/loop/ops/transfer.cpp) runs as a readiness POLL_ADD
-// followed by one non-blocking syscall.
+// followed by one non-blocking syscall. Receives take their buffers from a provided buffer ring
+// (loop/buffer_ring.hpp) when the kernel has them: a socket that waits holds none.
 #pragma once
 
 #include "loop/backend.hpp"
+#include "loop/buffer_ring.hpp"
 #include "loop/loop_core.hpp"
 #include "loop/ops/family.hpp"
 
@@ -22,7 +24,8 @@ namespace niox::detail {
 
 class IoUringBackend final : public Backend {
  public:
-  IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags, bool readiness_only);
+  IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags, bool readiness_only,
+                 unsigned receive_ring_entries);
   ~IoUringBackend() override;
 
   BackendKind kind() const noexcept override { return BackendKind::io_uring; }
@@ -41,7 +44,9 @@ class IoUringBackend final : public Backend {
   void submit_now();
   void ensure_enabled();
   // The SQE of the operation's next attempt; false: the ring has no opcode for it.
-  bool fill(Operation& op, io_uring_sqe& sqe) const;
+  bool fill(Operation& op, io_uring_sqe& sqe);
+  // Before a kernel entry: the buffers other threads released go back to the receive ring.
+  void refill_ring() noexcept;
   bool prep(Operation& op);  // false: no SQE, parked in the backlog
   bool queue(Operation& op, const io_uring_sqe& prepared);
   bool arm_poll(Operation& op);
@@ -60,6 +65,8 @@ class IoUringBackend final : public Backend {
   std::uint64_t internal_buf_[3] = {};
   bool internal_armed_[3] = {};
   FileDescriptor notify_fd_;  // embedded mode; closed after the ring lets go of it
+  std::unique_ptr<BufferRing>
+      recv_ring_;  // receive()'s buffers; unregistered before the ring exits
 };
 
 }  // namespace niox::detail

@@ -59,6 +59,7 @@ struct Operation {
   bool fd_is_socket = false;     // the descriptor it belongs to (home_fd) is a socket
   bool poll_first = false;       // the socket was drained by the last read: wait, then read
   bool more = false;             // write on a socket: MSG_MORE (WriteFlags::more)
+  bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
 
   int fd = -1;
   int fd_out = -1;

@@ -180,6 +180,10 @@ class EventLoop final : public Executor {
     // non-blocking syscall), as on a kernel that lacks the I/O opcodes. For tests and for
     // working around a kernel whose opcode misbehaves; slower.
     bool io_uring_readiness_only = false;
+    // io_uring: buffers of the provided buffer ring receive() takes from when bytes arrive (a
+    // power of two; 16 KiB each, resident only once used). 0: no ring, every receive brings a
+    // pooled buffer to its recv. Ignored where the kernel has no buffer rings (before 5.19).
+    unsigned receive_ring_entries = 128;
   };
 
   EventLoop();
@@ -222,10 +226,14 @@ class EventLoop final : public Executor {
   // Receives up to max_bytes into a buffer the loop takes from its thread's BufferPool only
   // when bytes can be read: handler(ec, n, ByteBuffer buf), buf's [0, n) the bytes (position
   // n, as after read()). n == 0 without an error is end of stream; the buffer is empty then,
-  // and on an error or abort. So a descriptor that waits costs no buffer: on epoll, and on
-  // io_uring's readiness fallback, the buffer is taken after readiness; io_uring proper takes
-  // it when it submits the recv. The handler owns the buffer. max_bytes == 0 reads nothing and
-  // completes at once.
+  // and on an error or abort. So a descriptor that waits costs no buffer: on epoll and on
+  // io_uring's readiness fallback the buffer is taken after readiness; on io_uring proper the
+  // kernel picks one of the loop's buffer ring (Options::receive_ring_entries) when the bytes
+  // arrive, and its capacity is the ring's buffer size. A ring running low (under a quarter
+  // left, while handlers hold the rest) or absent makes a receive bring a pooled buffer to its
+  // recv instead. The handler owns the buffer, wherever it came from: a ring buffer goes back
+  // to the ring when its last view is released, on any thread. max_bytes == 0 reads nothing
+  // and completes at once.
   template <class H>
   OperationHandle receive(int fd, std::size_t max_bytes, H&& handler) {
     detail::OpArgs a{detail::OpKind::receive, fd};

@@ -26,6 +26,10 @@ struct LoopCounters {
   // had to hold back because the CQ was full (overflow; none are lost).
   std::uint64_t sq_full_submits = 0;
   std::uint64_t cq_overflow_flushes = 0;
+  // io_uring only: receives whose buffer the kernel took from the loop's buffer ring, and
+  // receives that found the ring empty or low and read into a pooled buffer instead.
+  std::uint64_t ring_receives = 0;
+  std::uint64_t ring_fallbacks = 0;
 
   double buffers_per_gathering_write() const noexcept {
     return gathering_writes ? static_cast<double>(gathered_buffers) / gathering_writes : 0.0;
@@ -43,9 +47,10 @@ struct fmt::formatter<niox::LoopCounters> {
         ctx.out(),
         "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
-        "sq_full={} cq_overflow={}",
+        "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
-        c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes);
+        c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
+        c.ring_fallbacks);
   }
 };

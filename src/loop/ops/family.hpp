@@ -38,6 +38,9 @@ struct OpFamily {
   // POLL_FIRST). nullptr: io_uring has no opcode for it; like one whose opcode the ring lacks,
   // it runs as a readiness poll and then attempt().
   void (*sqe)(io_uring_sqe&, Operation&) = nullptr;
+  // io_uring with a provided buffer ring: the SQE of an attempt whose buffer the kernel picks
+  // from `group` when bytes arrive, at most `max` bytes. nullptr: the family brings its own.
+  void (*sqe_select)(io_uring_sqe&, Operation&, std::uint16_t group, std::size_t max) = nullptr;
   // One non-blocking syscall (-1 with errno).
   long (*attempt)(Operation&) = nullptr;
   // The result of an attempt (bytes, a value or -errno; `more`: a multishot stays armed):

@@ -67,6 +67,7 @@ const OpFamily receive_family{
     .prepare =
         [](LoopCore& core, Operation& op) {
           if (op.length == 0) return false;
+          op.no_ring = false;
           const bool* drained = core.read_drained(op);
           op.poll_first = op.fd_is_socket && drained && *drained;
           return true;
@@ -83,6 +84,13 @@ const OpFamily receive_family{
             io_uring_prep_read(&sqe, op.fd, b.writable_bytes().data(),
                                static_cast<unsigned>(b.remaining()), no_offset);
           }
+        },
+    .sqe_select =
+        [](io_uring_sqe& sqe, Operation& op, std::uint16_t group, std::size_t max) {
+          io_uring_prep_recv(&sqe, op.fd, nullptr, std::min(op.length, max), 0);
+          sqe.flags |= IOSQE_BUFFER_SELECT;
+          sqe.buf_group = group;
+          if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
         },
     .attempt = [](Operation& op) -> long {
       ByteBuffer& b = receive_buffer(op);

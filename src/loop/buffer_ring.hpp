@@ -1,0 +1,103 @@
+// Private: the io_uring backend's provided buffer ring, where its receives take their buffers
+// when bytes arrive instead of each waiting recv holding one.
+//
+//   memory:   [ buf 0 | buf 1 | ... | buf n-1 ]      n = entries, each buffer_size bytes
+//   ring:     the kernel takes buffer ids from the head, the loop adds them back at the tail
+//   out:      a ByteBuffer over buf k (its owner: a Slot naming k) for each id the kernel took
+//
+// The kernel picks a buffer for a recv submitted with IOSQE_BUFFER_SELECT when data is there
+// and names it in the CQE; take() wraps it as a ByteBuffer. When the last view of that buffer
+// is released the id goes back to the ring: at once on the loop thread (the ring's only
+// producer, so no fence beyond io_uring_buf_ring_advance's release store), through a locked
+// list drained at the next turn from any other thread. The memory belongs to a shared State
+// that outlives the backend as long as one buffer is still out: after the loop is gone a
+// released buffer just frees its share.
+//
+// liburing 2.3 has io_uring_register_buf_ring but not io_uring_setup_buf_ring: the ring's
+// page-aligned memory is mapped here. Kernels before 5.19 refuse the registration; the backend
+// then keeps receiving into pooled buffers.
+#pragma once
+
+#include <niox/buffer/byte_buffer.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <liburing.h>
+
+namespace niox::detail {
+
+class BufferRing {
+ public:
+  static constexpr unsigned default_entries = 128;
+  static constexpr std::size_t default_buffer_size = 16 * 1024;
+
+  // Registers a ring of `entries` (a power of two) buffers as group `group`; nullptr with ec
+  // when the kernel refuses it.
+  static std::unique_ptr<BufferRing> create(io_uring& ring, std::uint16_t group, unsigned entries,
+                                            std::size_t buffer_size, std::error_code& ec);
+  ~BufferRing();  // unregisters; buffers still out keep their memory until released
+  BufferRing(const BufferRing&) = delete;
+  BufferRing& operator=(const BufferRing&) = delete;
+
+  std::uint16_t group() const noexcept { return group_; }
+  std::size_t buffer_size() const noexcept { return state_->buffer_size; }
+  // Buffers in the ring now (loop thread).
+  unsigned available() const noexcept { return state_->available; }
+  unsigned entries() const noexcept { return state_->entries; }
+
+  // The buffer the kernel filled with `bytes` bytes, as a ByteBuffer (position 0, capacity
+  // buffer_size()) that returns to the ring when its last view is gone. Loop thread.
+  ByteBuffer take(unsigned id);
+  // Gives an id back without a ByteBuffer (a CQE whose bytes nobody wants). Loop thread.
+  void give_back(unsigned id) noexcept { state_->add(id); }
+  // Puts back what other threads released since the last call. Loop thread.
+  void drain_returns() noexcept;
+  // The loop thread: the only one that adds to the ring directly.
+  void bind_to_this_thread() noexcept {
+    const auto me = std::this_thread::get_id();
+    if (state_->owner.load(std::memory_order_relaxed) != me)
+      state_->owner.store(me, std::memory_order_relaxed);
+  }
+
+ private:
+  struct State {
+    io_uring_buf_ring* ring = nullptr;
+    std::size_t ring_bytes = 0;
+    std::byte* memory = nullptr;
+    std::size_t buffer_size = 0;
+    unsigned entries = 0;
+    unsigned available = 0;
+    bool registered = false;
+    // Read by releases on any thread; a thread only ever finds itself in it when it is the loop.
+    std::atomic<std::thread::id> owner{};
+    std::mutex lock;  // returned and registered, for releases on other threads
+    std::vector<std::uint16_t> returned;
+    ~State();
+    void add(unsigned id) noexcept;
+    void release(unsigned id) noexcept;  // any thread
+  };
+  struct Slot {
+    Slot(std::shared_ptr<State> s, unsigned i) noexcept : state(std::move(s)), id(i) {}
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    ~Slot() { state->release(id); }
+    std::shared_ptr<State> state;
+    unsigned id;
+  };
+
+  BufferRing(io_uring& ring, std::uint16_t group, std::shared_ptr<State> state)
+      : uring_(ring), group_(group), state_(std::move(state)) {}
+
+  io_uring& uring_;
+  std::uint16_t group_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace niox::detail
