@@ -155,8 +155,10 @@ Operation* LoopCore::acquire() {
     auto owned = std::make_unique<Operation>();
     op = owned.get();
     op->index = static_cast<std::uint32_t>(ops_.size());
-    op->bufs.reserve(8);
-    op->iov.resize(8);
+    // One buffer's room: most operations move one, and every pending receive (one per idle
+    // connection) is one of these. More grow on first use and stay with the pooled operation.
+    op->bufs.reserve(1);
+    op->iov.resize(1);
     op->accepted.reserve(1);  // a single accept's connection, whichever pooled op it runs on
     ops_.push_back(std::move(owned));
   }
