@@ -16,8 +16,8 @@ std::unique_ptr<BufferRing> BufferRing::create(io_uring& ring, std::uint16_t gro
   state->entries = entries;
   state->buffer_size = buffer_size;
   state->ring_bytes = entries * sizeof(io_uring_buf);
-  void* r = ::mmap(nullptr, state->ring_bytes, PROT_READ | PROT_WRITE,
-                   MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  void* r = ::mmap(nullptr, state->ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE,
+                   -1, 0);
   if (r == MAP_FAILED) {
     ec = {errno, std::generic_category()};
     return nullptr;

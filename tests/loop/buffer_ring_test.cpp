@@ -70,7 +70,8 @@ TEST_F(BufferRingTest, ASlowConsumerEmptiesTheRingAndEveryByteStillArrivesInOrde
   std::thread writer([fd = a.get()] {
     for (std::size_t off = 0; off < total; off += 1000) {
       std::string chunk = pattern(off, std::min<std::size_t>(1000, total - off));
-      if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(chunk.size()))
+      if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(chunk.size()))
         return;
     }
     ::shutdown(fd, SHUT_WR);
@@ -90,7 +91,8 @@ TEST_F(BufferRingTest, ASlowConsumerEmptiesTheRingAndEveryByteStillArrivesInOrde
     });
   };
   next();
-  ASSERT_TRUE(run_until(loop, [&] { return eof; }, 30s));
+  ASSERT_TRUE(run_until(
+      loop, [&] { return eof; }, 30s));
   writer.join();
   std::string got;
   for (ByteBuffer& h : held) got += filled(std::move(h));
@@ -126,12 +128,13 @@ TEST_F(BufferRingTest, MoreArrivalsThanRingBuffersAllGetTheirOwnBytes) {
   std::vector<std::string> got(sockets);
   std::vector<ByteBuffer> held;  // nobody returns a buffer until the end
   for (int i = 0; i < sockets; ++i) {
-    loop.receive(pairs[i].second.get(), 64, [&, i](std::error_code ec, std::size_t, ByteBuffer buf) {
-      EXPECT_FALSE(ec) << ec.message();
-      ByteBuffer copy = buf.duplicate();
-      got[i] = filled(std::move(copy));
-      held.push_back(std::move(buf));
-    });
+    loop.receive(pairs[i].second.get(), 64,
+                 [&, i](std::error_code ec, std::size_t, ByteBuffer buf) {
+                   EXPECT_FALSE(ec) << ec.message();
+                   ByteBuffer copy = buf.duplicate();
+                   got[i] = filled(std::move(copy));
+                   held.push_back(std::move(buf));
+                 });
   }
   for (int k = 0; k < 3; ++k) loop.run_once(0ms);  // every recv waits in the kernel
   for (int i = 0; i < sockets; ++i) {
