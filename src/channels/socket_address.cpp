@@ -11,13 +11,22 @@
 namespace niox {
 
 namespace {
-sockaddr_in* v4(sockaddr_storage& s) { return reinterpret_cast<sockaddr_in*>(&s); }
-sockaddr_in6* v6(sockaddr_storage& s) { return reinterpret_cast<sockaddr_in6*>(&s); }
-const sockaddr_in* v4(const sockaddr_storage& s) {
-  return reinterpret_cast<const sockaddr_in*>(&s);
+// InetSocketAddress's private storage, as either form.
+template <class S>
+sockaddr_in* v4(S& s) {
+  return &s.v4;
 }
-const sockaddr_in6* v6(const sockaddr_storage& s) {
-  return reinterpret_cast<const sockaddr_in6*>(&s);
+template <class S>
+sockaddr_in6* v6(S& s) {
+  return &s.v6;
+}
+template <class S>
+const sockaddr_in* v4(const S& s) {
+  return &s.v4;
+}
+template <class S>
+const sockaddr_in6* v6(const S& s) {
+  return &s.v6;
 }
 
 // getaddrinfo's errors are not errno values: they get a category of their own, whose messages
@@ -46,7 +55,8 @@ const std::error_category& resolver_category() noexcept {
 }
 
 // Replaces whatever `s` held (an IPv4 address, say) with the IPv6 address `addr`:`port`.
-void store_v6(sockaddr_storage& s, const in6_addr& addr, std::uint16_t port) {
+template <class S>
+void store_v6(S& s, const in6_addr& addr, std::uint16_t port) {
   s = {};
   auto* s6 = v6(s);
   s6->sin6_family = AF_INET6;

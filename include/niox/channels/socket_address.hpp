@@ -36,7 +36,7 @@ class InetSocketAddress {
   static InetSocketAddress from_sockaddr(const sockaddr* sa, socklen_t len) noexcept;
 
   std::uint16_t port() const noexcept;
-  bool is_ipv6() const noexcept { return storage_.ss_family == AF_INET6; }
+  bool is_ipv6() const noexcept { return storage_.v6.sin6_family == AF_INET6; }
   bool is_loopback() const noexcept;
   bool is_any_local() const noexcept;
   // The numeric host ("127.0.0.1", "::1").
@@ -49,7 +49,13 @@ class InetSocketAddress {
   friend bool operator==(const InetSocketAddress& a, const InetSocketAddress& b) noexcept;
 
  private:
-  sockaddr_storage storage_{};
+  // Either form and nothing more (28 bytes): every channel keeps its addresses, and a
+  // sockaddr_storage would be 128 bytes each. Value-initialised: all bytes zero.
+  union Native {
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  };
+  Native storage_{};
 };
 
 class UnixDomainSocketAddress {
