@@ -107,9 +107,9 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
       return;
     }
     connecting_ = true;
-    connect_to_ = remote;
     connect_promise_ = std::move(promise);
-    connect_op_ = loop_->connect(fd_.get(), connect_to_,
+    // The loop copies the address into its operation: the channel keeps none.
+    connect_op_ = loop_->connect(fd_.get(), remote,
                                  [s = self()](std::error_code ec) { s->on_connected(ec); });
     auto timeout = config().connect_timeout();
     if (timeout.count() > 0) {

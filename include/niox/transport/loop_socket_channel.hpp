@@ -157,7 +157,6 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool connect_timed_out_ = false;
   std::size_t write_attempted_ = 0;
   AdaptiveRecvBufferAllocator::Handle recv_;
-  SocketAddress connect_to_;
   ChannelPromise connect_promise_;
   OperationHandle connect_op_;
   ScheduledFuture connect_timer_;
