@@ -1,5 +1,7 @@
 #include "http_request_decoder.hpp"
 
+#include <niox/buffer/buffer_pool.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -113,23 +115,24 @@ void HttpRequestDecoder::grow_head() {
   const std::size_t capacity = head_capacity_ == 0
                                    ? std::min(initial_buffer_capacity, config_.max_header_bytes)
                                    : std::min(head_capacity_ * 2, config_.max_header_bytes);
-  auto bigger = std::make_unique_for_overwrite<char[]>(capacity);  // not zero-filled
+  // From the thread's pool: no malloc once warm, and back to the pool between requests.
+  ByteBuffer bigger = BufferPool::for_this_thread().allocate(capacity);  // not zero-filled
   if (head_len_ > 0) {
-    std::memcpy(bigger.get(), head_.get(), head_len_);
+    std::memcpy(bigger.writable_bytes().data(), head(), head_len_);
   }
-  head_ = std::move(bigger);
+  head_buffer_ = std::move(bigger);
   head_capacity_ = capacity;
 }
 
-void HttpRequestDecoder::release_grown_head() noexcept {
-  if (head_capacity_ > initial_buffer_capacity) {
-    head_.reset();
-    head_capacity_ = 0;
-  }
+void HttpRequestDecoder::release_head() noexcept {
+  head_buffer_ = ByteBuffer();
+  head_capacity_ = 0;
+  // Not `= {}` (the initializer-list assignment keeps the capacity).
+  std::vector<HttpHeader>().swap(request_.headers_);
 }
 
 void HttpRequestDecoder::reset() noexcept {
-  release_grown_head();
+  release_head();
   state_ = State::head;
   head_len_ = 0;
   line_start_ = 0;
@@ -137,7 +140,6 @@ void HttpRequestDecoder::reset() noexcept {
   leading_empty_lines_ = 0;
   leading_cr_ = false;
   body_left_ = 0;
-  request_.headers_.clear();
   request_.method_ = request_.target_ = {};
   error_status_ = HttpStatus::bad_request;
   error_reason_ = {};
@@ -158,11 +160,10 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
   if (state_ == State::request_ready) {
     // The caller is done with the previous request: its views may now be overwritten.
     head_len_ = 0;
-    release_grown_head();
+    release_head();
     line_start_ = 0;
     request_line_done_ = false;
     leading_empty_lines_ = 0;
-    request_.headers_.clear();
     state_ = body_left_ > 0 ? State::skip_body : State::head;
   }
   const auto* p = reinterpret_cast<const char*>(in.data());
@@ -213,7 +214,7 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
     const std::size_t avail = std::min(n - consumed, head_capacity_ - head_len_);
     const auto* lf = static_cast<const char*>(std::memchr(run, '\n', avail));
     const std::size_t len = lf != nullptr ? static_cast<std::size_t>(lf - run) + 1 : avail;
-    if (head_len_ > 0 && head_[head_len_ - 1] == '\r' && run[0] != '\n') {
+    if (head_len_ > 0 && head()[head_len_ - 1] == '\r' && run[0] != '\n') {
       return fail(HttpStatus::bad_request, "bare CR in the request head");
     }
     if (const auto* cr = static_cast<const char*>(std::memchr(run, '\r', len)); cr != nullptr) {
@@ -222,11 +223,11 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
         return fail(HttpStatus::bad_request, "bare CR in the request head");
       }
     }
-    std::memcpy(head_.get() + head_len_, run, len);
+    std::memcpy(head() + head_len_, run, len);
     head_len_ += len;
     consumed += len;
     if (lf != nullptr) {
-      if (head_len_ < 2 || head_[head_len_ - 2] != '\r') {
+      if (head_len_ < 2 || head()[head_len_ - 2] != '\r') {
         return fail(HttpStatus::bad_request, "bare LF in the request head");
       }
       const bool empty_line = head_len_ - 2 == line_start_;
@@ -242,7 +243,7 @@ DecodeStatus HttpRequestDecoder::decode(std::span<const std::byte> in, std::size
 
 DecodeStatus HttpRequestDecoder::parse_head() {
   // Without the CRLF of the final empty line, every line (request line included) ends in CRLF.
-  const std::string_view head(head_.get(), head_len_ - 2);
+  const std::string_view head(this->head(), head_len_ - 2);
   auto eol = head.find("\r\n");
   if (!parse_request_line(head.substr(0, eol))) {
     return DecodeStatus::error;

@@ -114,6 +114,11 @@ enum class DecodeStatus : std::uint8_t {
 class HttpRequestDecoder {
  public:
   explicit HttpRequestDecoder(HttpDecoderConfig config = {});
+  // One connection's state: moved with it, never shared.
+  HttpRequestDecoder(const HttpRequestDecoder&) = delete;
+  HttpRequestDecoder& operator=(const HttpRequestDecoder&) = delete;
+  HttpRequestDecoder(HttpRequestDecoder&&) noexcept = default;
+  HttpRequestDecoder& operator=(HttpRequestDecoder&&) noexcept = default;
 
   // Consumes bytes from `in`, sets `consumed` to how many, and stops at the end of one request
   // head, at an error, or when `in` is exhausted. A request's skipped body is consumed by the
@@ -135,12 +140,13 @@ class HttpRequestDecoder {
   // a clean close, elsewhere a truncated request.
   bool is_idle() const noexcept;
 
-  // Forgets everything, including a sticky error; keeps the head buffer unless it grew.
+  // Forgets everything, including a sticky error, and gives the head buffer back.
   void reset() noexcept;
 
   const HttpDecoderConfig& config() const noexcept { return config_; }
 
-  // Bytes the head buffer holds now (0 before the first byte).
+  // Bytes the head buffer holds now: 0 before a request's first byte, so between keep-alive
+  // requests (the decode() after a request gives the head buffer back to the thread's pool).
   std::size_t buffer_capacity() const noexcept { return head_capacity_; }
 
   // The head buffer's size at a request's first byte.
@@ -155,12 +161,13 @@ class HttpRequestDecoder {
   bool parse_field_semantics();
   // Doubles the head buffer (up to max_header_bytes), keeping its bytes.
   void grow_head();
-  // Drops a head buffer that grew beyond its initial size; only between requests.
-  void release_grown_head() noexcept;
+  // Gives the head buffer and the header list back; only between requests.
+  void release_head() noexcept;
 
   HttpDecoderConfig config_;
   State state_ = State::head;
-  std::unique_ptr<char[]> head_;  // head_capacity_ bytes, allocated on first byte
+  ByteBuffer head_buffer_;  // head_capacity_ bytes from the pool, from a request's first byte
+  char* head() noexcept { return reinterpret_cast<char*>(head_buffer_.writable_bytes().data()); }
   std::size_t head_capacity_ = 0;
   std::size_t head_len_ = 0;
   std::size_t line_start_ = 0;      // offset in head_ of the line being read

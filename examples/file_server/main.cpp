@@ -44,8 +44,10 @@ constexpr std::chrono::seconds lingering_close_time{2};
 // How often each loop checks its open-file cache for files deleted or replaced meanwhile.
 constexpr std::chrono::seconds cache_sweep_period{1};
 
-// One per connection, on its loop. Input that on_read left unconsumed (a request cut by the end
-// of a read, or requests beyond the response queue's bound) waits in pending_.
+// One per connection, on its loop. Requests are decoded straight from the read buffer; only
+// input that on_read left unconsumed (a request cut by the end of a read, or requests beyond
+// the response queue's bound) is copied, into pending_, which is freed once empty. So a
+// keep-alive connection between requests holds nothing but this object.
 class HttpServerHandler final : public ChannelHandler {
  public:
   HttpServerHandler(const StaticFileResponder& responder, HttpDecoderConfig decoder,
@@ -57,9 +59,13 @@ class HttpServerHandler final : public ChannelHandler {
     if (in == nullptr || closing_) {
       return;
     }
-    auto bytes = in->bytes();
-    pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    serve(ctx);
+    if (pending_.empty()) {
+      serve(ctx, *in);
+      keep_unconsumed(*in);
+    } else {
+      keep_unconsumed(*in);
+      serve_pending(ctx);
+    }
     // A request head still incomplete long after it began: a client trickling its request (or
     // never finishing it) holds the connection for nothing. The silent ones are closed by the
     // IdleStateHandler in front; this catches those that keep sending a byte now and then.
@@ -79,7 +85,7 @@ class HttpServerHandler final : public ChannelHandler {
 
   void channel_writability_changed(ChannelHandlerContext& ctx) override {
     if (!closing_ && ctx.channel().is_writable()) {
-      serve(ctx);
+      serve_pending(ctx);
       if (!closing_) {
         ctx.channel().config().set_auto_read(true);
       }
@@ -119,17 +125,35 @@ class HttpServerHandler final : public ChannelHandler {
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
 
  private:
-  void serve(ChannelHandlerContext& ctx) {
+  void keep_unconsumed(const ByteBuffer& in) {
+    if (closing_ || !in.has_remaining()) {
+      return;
+    }
+    auto bytes = in.bytes();
+    pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+
+  void serve_pending(ChannelHandlerContext& ctx) {
+    auto in = ByteBuffer::wrap(std::string_view(pending_));
+    serve(ctx, in);
+    pending_.erase(0, in.position());
+    if (pending_.empty()) {
+      std::string().swap(pending_);  // nothing held between requests
+    }
+  }
+
+  // Answers the requests in `in`, advancing its position past them.
+  void serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
+    // The responses of one call, written before it returns: one vector for the thread.
+    thread_local std::vector<HttpResponse> queue;
     ChannelFuture last;
-    bool wrote = false;
-    while (!closing_ && !pending_.empty() && ctx.channel().is_writable()) {
-      auto in = ByteBuffer::wrap(std::string_view(pending_));
-      conn_.on_read(in, queue_);
-      pending_.erase(0, in.position());
-      if (queue_.empty()) {
+    while (!closing_ && in.has_remaining() && ctx.channel().is_writable()) {
+      queue.clear();
+      conn_.on_read(in, queue);
+      if (queue.empty()) {
         break;  // an incomplete request: wait for more input
       }
-      for (auto& r : queue_) {
+      for (auto& r : queue) {
         if (r.head.has_remaining()) {
           last = ctx.write(std::move(r.head));
         }
@@ -140,18 +164,13 @@ class HttpServerHandler final : public ChannelHandler {
           last = ctx.write(FileRegion(std::move(r.file), r.file_offset, r.file_count));
         }
       }
-      queue_.clear();
-      wrote = true;
+      queue.clear();
       // Flushing once per batch lets every head and small body of a pipelined batch leave in
       // one gathering write.
       ctx.flush();
       if (conn_.is_closing()) {
         close_after_flush(ctx, last, /*linger=*/true);
       }
-    }
-    (void)wrote;
-    if (pending_.empty() && pending_.capacity() > 16 * 1024) {
-      std::string().swap(pending_);  // a burst of pipelined input keeps no memory afterwards
     }
     if (conn_.decoder().is_idle()) {
       head_started_.reset();
@@ -208,7 +227,6 @@ class HttpServerHandler final : public ChannelHandler {
   }
 
   HttpServerConnection conn_;
-  std::vector<HttpResponse> queue_;
   std::string pending_;
   bool closing_ = false;
   std::chrono::nanoseconds head_timeout_;

@@ -278,6 +278,22 @@ TEST(HttpRequestDecoder, HeadBufferGrowsWithTheHeadNotWithTheLimit) {
   EXPECT_EQ(d.request().target(), "/");
 }
 
+// Between keep-alive requests the decoder holds no buffer: the decode() after a request gives
+// the head buffer back to the thread's pool, and the next request takes one again.
+TEST(HttpRequestDecoder, BetweenKeepAliveRequestsItHoldsNoBuffer) {
+  HttpRequestDecoder d;
+  std::size_t used = 0;
+  ASSERT_EQ(d.decode(as_bytes("GET /a HTTP/1.1\r\nHost: h\r\n\r\n"), used), DecodeStatus::request);
+  EXPECT_GT(d.buffer_capacity(), 0u);
+  EXPECT_EQ(d.request().target(), "/a");
+  EXPECT_EQ(d.decode(as_bytes(""), used), DecodeStatus::need_more);
+  EXPECT_EQ(d.buffer_capacity(), 0u);
+  EXPECT_TRUE(d.is_idle());
+  ASSERT_EQ(d.decode(as_bytes("GET /b HTTP/1.1\r\nHost: h\r\n\r\n"), used), DecodeStatus::request);
+  EXPECT_EQ(d.request().target(), "/b");
+  EXPECT_EQ(d.request().header("Host"), "h");
+}
+
 TEST(HttpRequestDecoder, GrowingBufferKeepsTheExactLimit) {
   // A limit that is not a power of two is still exact: a head of that size is accepted, one
   // byte more is 431, and the buffer never exceeds the limit.
