@@ -44,15 +44,18 @@ struct PromiseState {
   std::mutex mutex;
   bool done = false;
   std::error_code cause;
-  // The first listener kept apart: most promises get one at most, and so need no vector.
+  // The first listener kept apart: most promises get one at most, and so need no vector. The
+  // others' vector is behind a pointer so that the state fits the cache's 128-byte class
+  // (every channel keeps one for its close future).
   Listener first;
-  std::vector<Listener> more;
+  std::unique_ptr<std::vector<Listener>> more;
 
   void add(Listener l) {
     if (!first) {
       first = std::move(l);
     } else {
-      more.push_back(std::move(l));
+      if (!more) more = std::make_unique<std::vector<Listener>>();
+      more->push_back(std::move(l));
     }
   }
   // On the executor, once done: the listeners in the order they were added. Nothing adds to
@@ -61,8 +64,10 @@ struct PromiseState {
     auto f = std::move(first);
     auto m = std::move(more);
     f(cause);
-    for (auto& l : m) {
-      l(cause);
+    if (m) {
+      for (auto& l : *m) {
+        l(cause);
+      }
     }
   }
   // Runs `task` on the executor, or here when the executor is gone.

@@ -1,9 +1,12 @@
-// What an OutboundBuffer costs between writes: nothing of its own. Its entry ring comes from the
-// thread's block cache and goes back when drained, and the gathering iovecs are the thread's,
-// so a new connection's first write, once the thread is warm, makes no heap allocation.
+// What a connection's transport state costs while idle. An OutboundBuffer between writes holds
+// nothing of its own: its entry ring comes from the thread's block cache and goes back when
+// drained, and the gathering iovecs are the thread's, so a new connection's first write, once
+// the thread is warm, makes no heap allocation. A promise's state (every channel keeps one for
+// its close future) takes the cache's 128-byte class.
 #define NIOX_TEST_DEFINE_COUNTING_NEW
 
 #include <niox/buffer/buffer_pool.hpp>
+#include <niox/transport/channel_future.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 
 #include "support/counting_new.hpp"
@@ -58,6 +61,10 @@ TEST(OutboundBufferMemory, TheLastCompletedEntryGivesTheEntryRingBack) {
   out.remove_bytes(g.bytes);
   ASSERT_TRUE(out.is_empty());
   EXPECT_GT(cached(), while_queued);
+}
+
+TEST(ConnectionMemory, APromiseStateTakesTheSmallClassOfTheBlockCache) {
+  EXPECT_LE(BufferPool::class_size(sizeof(detail::PromiseState)), 128u);
 }
 
 }  // namespace
