@@ -217,6 +217,11 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
     return;
   }
   in_read_handler_ = true;
+  if (buf.capacity() != 0 && buf.capacity() < recv_.guess()) {
+    // A ring buffer smaller than the guess: what this read could take was its capacity, and
+    // filling it means more is probably waiting.
+    recv_.attempted_bytes_read(buf.capacity());
+  }
   bool more = handle_read_result(ec, n, std::move(buf));
   // A read that filled its buffer probably left more behind. The loop's read would wait for
   // the next bytes, and the batch (and the flush a handler does in channel_read_complete)

@@ -107,9 +107,12 @@ const OpFamily receive_family{
     .result =
         [](LoopCore& core, Operation& op, long res, bool) {
           if (res <= 0) op.bufs.clear();  // end of stream, error or abort: no bytes to hand over
+          // What the attempt could take: max_bytes, or less when a ring buffer was smaller.
+          const std::size_t asked =
+              op.bufs.empty() ? op.length : std::min(op.length, op.bufs[0].capacity());
           advance_by(core, op, res, true);
           bool* drained = core.read_drained(op);
-          if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < op.length;
+          if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < asked;
           finish_with(core, op, res);
         }};
 
