@@ -11,6 +11,7 @@
 #include <niox/transport/channel_handler.hpp>
 #include <niox/transport/channel_pipeline.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
+#include <niox/transport/outbound_buffer.hpp>
 
 #include "support/backends.hpp"
 
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string_view>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -143,6 +145,35 @@ bool round_trip(EventLoop& loop, int peer, int round) {
     if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
   }
   return std::memcmp(in.data(), out.data(), in.size()) == 0;
+}
+
+// A drained OutboundBuffer keeps nothing, and its gathering iovecs are the thread's: on a warm
+// thread, a new connection's writes allocate nothing (before, each buffer's first write
+// allocated its entry ring and a 16 KiB iovec array, and kept both).
+void write_through(OutboundBuffer& out, ByteBuffer b) {
+  const std::size_t n = b.remaining();
+  out.add_message(std::move(b), {});
+  out.add_flush();
+  GatherWrite g = out.gather();
+  ASSERT_EQ(g.bytes, n);
+  out.remove_bytes(n);
+  ASSERT_TRUE(out.is_empty());
+}
+
+TEST(OutboundBufferMemory, ADrainedBufferKeepsNothingSoTheNextConnectionAllocatesNothing) {
+  {
+    OutboundBuffer warm;  // the thread's first connection fills its caches
+    write_through(warm, ByteBuffer::wrap(std::string_view("first")));
+  }
+  OutboundBuffer next;
+  auto one = ByteBuffer::wrap(std::string_view("second"));
+  auto two = ByteBuffer::wrap(std::string_view("third"));
+  allocations = 0;
+  counting = true;
+  write_through(next, one);
+  write_through(next, two);
+  counting = false;
+  EXPECT_EQ(allocations, 0u);
 }
 
 TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
