@@ -9,6 +9,20 @@
 
 namespace niox::detail {
 
+namespace {
+// A socket the last read drained gets its poll armed at once (IORING_RECVSEND_POLL_FIRST, or
+// epoll's wait) instead of a recv attempt that would only find EAGAIN.
+void poll_first_if_drained(LoopCore& core, Operation& op) {
+  const bool* drained = core.read_drained(op);
+  op.poll_first = op.fd_is_socket && drained && *drained;
+}
+// A read that got less than it could take drained the socket.
+void record_drained(LoopCore& core, const Operation& op, long res, std::size_t asked) {
+  bool* drained = core.read_drained(op);
+  if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < asked;
+}
+}  // namespace
+
 const OpFamily read_family{.lane = Lane::read,
                            .fills_buffers = true,
                            .prepare =
@@ -16,8 +30,7 @@ const OpFamily read_family{.lane = Lane::read,
                                  if (!prepare_iovecs(core, op, true)) return false;
                                  op.length = 0;
                                  for (int i = 0; i < op.iovcnt; ++i) op.length += op.iov[i].iov_len;
-                                 const bool* drained = core.read_drained(op);
-                                 op.poll_first = op.fd_is_socket && drained && *drained;
+                                 poll_first_if_drained(core, op);
                                  return true;
                                },
                            .wait_for = wait_in,
@@ -27,8 +40,6 @@ const OpFamily read_family{.lane = Lane::read,
                                  const iovec& v = op.iov[0];
                                  if (op.fd_is_socket && op.iovcnt == 1) {
                                    io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
-                                   // The previous read drained the socket: arm the poll at once instead of a recv attempt
-                                   // that would only find EAGAIN.
                                    if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
                                  } else if (op.iovcnt == 1) {
                                    io_uring_prep_read(&sqe, op.fd, v.iov_base,
@@ -47,9 +58,7 @@ const OpFamily read_family{.lane = Lane::read,
                            .result =
                                [](LoopCore& core, Operation& op, long res, bool) {
                                  advance_by(core, op, res, true);
-                                 bool* drained = core.read_drained(op);
-                                 if (drained && res >= 0)
-                                   *drained = static_cast<std::size_t>(res) < op.length;
+                                 record_drained(core, op, res, op.length);
                                  finish_with(core, op, res);
                                }};
 
@@ -68,8 +77,7 @@ const OpFamily receive_family{
         [](LoopCore& core, Operation& op) {
           if (op.length == 0) return false;
           op.no_ring = false;
-          const bool* drained = core.read_drained(op);
-          op.poll_first = op.fd_is_socket && drained && *drained;
+          poll_first_if_drained(core, op);
           return true;
         },
     .wait_for = wait_in,
@@ -111,8 +119,7 @@ const OpFamily receive_family{
           const std::size_t asked =
               op.bufs.empty() ? op.length : std::min(op.length, op.bufs[0].capacity());
           advance_by(core, op, res, true);
-          bool* drained = core.read_drained(op);
-          if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < asked;
+          record_drained(core, op, res, asked);
           finish_with(core, op, res);
         }};
 
