@@ -7,6 +7,7 @@
 //
 // Counted: operator new everywhere, and malloc/calloc/realloc too where no sanitizer replaces
 // the allocator (receive buffers come from malloc-family calls, not operator new).
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/loop/event_loop.hpp>
 #include <niox/transport/channel_handler.hpp>
 #include <niox/transport/channel_pipeline.hpp>
@@ -174,6 +175,24 @@ TEST(OutboundBufferMemory, ADrainedBufferKeepsNothingSoTheNextConnectionAllocate
   write_through(next, two);
   counting = false;
   EXPECT_EQ(allocations, 0u);
+}
+
+// The ring's block goes back to the thread's cache when the last entry completes, not when the
+// buffer is destroyed: an idle connection keeps none.
+TEST(OutboundBufferMemory, TheLastCompletedEntryGivesTheEntryRingBack) {
+  auto cached = [] { return BufferPool::for_this_thread().stats().cached_bytes; };
+  {
+    OutboundBuffer warm;
+    write_through(warm, ByteBuffer::wrap(std::string_view("first")));
+  }
+  OutboundBuffer out;
+  out.add_message(ByteBuffer::wrap(std::string_view("queued")), {});
+  out.add_flush();
+  const std::size_t while_queued = cached();
+  GatherWrite g = out.gather();
+  out.remove_bytes(g.bytes);
+  ASSERT_TRUE(out.is_empty());
+  EXPECT_GT(cached(), while_queued);
 }
 
 TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
