@@ -15,12 +15,12 @@ install(FILES ${PROJECT_BINARY_DIR}/nioxConfig.cmake ${PROJECT_BINARY_DIR}/nioxC
               cmake/FindLiburing.cmake cmake/NioxFindPkgConfigLibrary.cmake
         DESTINATION ${NIOX_CMAKE_DIR})
 
-# pkg-config: liburing is private to a shared niox but needed to link a static one.
+# pkg-config: liburing and OpenSSL are private to a shared niox but needed to link a static one.
 if(BUILD_SHARED_LIBS)
   set(NIOX_PC_REQUIRES "fmt")
-  set(NIOX_PC_REQUIRES_PRIVATE "liburing")
+  set(NIOX_PC_REQUIRES_PRIVATE "liburing openssl")
 else()
-  set(NIOX_PC_REQUIRES "fmt liburing")
+  set(NIOX_PC_REQUIRES "fmt liburing openssl")
   set(NIOX_PC_REQUIRES_PRIVATE "")
 endif()
 # The .pc finds its prefix from its own place: one ".." per component of LIBDIR/pkgconfig.

@@ -2,7 +2,7 @@
 # niox_<layer>, compiled against a view of the tree that holds only its own layer and the
 # layers below it: an upward include is a "No such file" build error, not a convention.
 # niox::niox (the installed library) is all of them in one archive.
-set(NIOX_LAYERS base buffer channels loop async transport)
+set(NIOX_LAYERS base buffer ssl channels loop async transport)
 
 # niox_add_layers(<target>): defines niox_<layer> for every layer with sources and adds their
 # objects to <target>.
@@ -34,6 +34,8 @@ function(niox_add_layers target)
     target_link_libraries(${lib} PRIVATE fmt::fmt Threads::Threads)
     if(layer STREQUAL "loop")
       target_link_libraries(${lib} PRIVATE Liburing::liburing)
+    elseif(layer STREQUAL "ssl")
+      target_link_libraries(${lib} PRIVATE OpenSSL::SSL OpenSSL::Crypto)
     endif()
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${lib}>)
   endforeach()

@@ -9,6 +9,11 @@
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
 
+// ssl/: TLS without descriptors (SslContext, SslEngine over OpenSSL)
+#include <niox/ssl/ssl_context.hpp>
+#include <niox/ssl/ssl_engine.hpp>
+#include <niox/ssl/ssl_error.hpp>
+
 // channels/: java.nio.channels
 #include <niox/channels/channel.hpp>
 #include <niox/channels/datagram_channel.hpp>

@@ -1,0 +1,480 @@
+#include "openssl_error.hpp"
+#include "ssl_context_impl.hpp"
+#include "ssl_engine_impl.hpp"
+
+#include <niox/ssl/ssl_engine.hpp>
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace niox {
+namespace {
+
+constexpr std::size_t record_header_size = 5;
+constexpr std::size_t max_plaintext = 16384;
+// The largest ciphertext a TLS 1.2 peer may send (RFC 5246 6.2.3); TLS 1.3 allows less.
+constexpr std::size_t max_ciphertext = max_plaintext + 2048;
+// Header, explicit IV, MAC and padding of the most expensive cipher TLS 1.2 still offers.
+constexpr std::size_t max_record_overhead = SslEngine::packet_buffer_size() - max_plaintext;
+
+constexpr std::uint8_t change_cipher_spec = 20;
+constexpr std::uint8_t handshake_record = 22;
+constexpr std::uint8_t heartbeat_record = 24;
+
+void throw_if(const std::error_code& ec, const char* what) {
+  if (ec) {
+    throw std::system_error(ec, what);
+  }
+}
+
+std::size_t total_remaining(std::span<ByteBuffer> buffers) noexcept {
+  std::size_t n = 0;
+  for (const ByteBuffer& b : buffers) {
+    n += b.remaining();
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string_view to_string(SslEngineStatus status) noexcept {
+  switch (status) {
+    case SslEngineStatus::ok: return "OK";
+    case SslEngineStatus::buffer_underflow: return "BUFFER_UNDERFLOW";
+    case SslEngineStatus::buffer_overflow: return "BUFFER_OVERFLOW";
+    case SslEngineStatus::closed: return "CLOSED";
+  }
+  return "?";
+}
+
+std::string_view to_string(HandshakeStatus status) noexcept {
+  switch (status) {
+    case HandshakeStatus::not_handshaking: return "NOT_HANDSHAKING";
+    case HandshakeStatus::finished: return "FINISHED";
+    case HandshakeStatus::need_wrap: return "NEED_WRAP";
+    case HandshakeStatus::need_unwrap: return "NEED_UNWRAP";
+    case HandshakeStatus::need_task: return "NEED_TASK";
+  }
+  return "?";
+}
+
+SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_view peer_host,
+                      std::uint16_t peer_port)
+    : client_(context->is_client()), context_(std::move(context)) {
+  ssl_ = SSL_new(context_->ctx());
+  network_in_ = BIO_new(BIO_s_mem());
+  network_out_ = BIO_new(BIO_s_mem());
+  if (ssl_ == nullptr || network_in_ == nullptr || network_out_ == nullptr) {
+    BIO_free(network_in_);
+    BIO_free(network_out_);
+    SSL_free(ssl_);
+    throw std::bad_alloc();
+  }
+  // An empty input BIO means "wait for more", never end of file.
+  BIO_set_mem_eof_return(network_in_, -1);
+  BIO_set_mem_eof_return(network_out_, -1);
+  SSL_set_bio(ssl_, network_in_, network_out_);
+  SSL_set_app_data(ssl_, this);
+  if (!client_) {
+    SSL_set_accept_state(ssl_);
+    return;
+  }
+  SSL_set_connect_state(ssl_);
+  if (!peer_host.empty()) {
+    const std::string host(peer_host);
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) {
+      // A name, not an address: it is both what we ask for (SNI) and what we check.
+      SSL_set_hostflags(ssl_, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      if (SSL_set_tlsext_host_name(ssl_, host.c_str()) != 1 ||
+          SSL_set1_host(ssl_, host.c_str()) != 1) {
+        SSL_free(ssl_);
+        throw std::system_error(
+            detail::take_openssl_error(nullptr, make_error_code(SslErrc::bad_configuration)),
+            "SslContext::new_engine");
+      }
+    }
+    ERR_clear_error();
+    session_key_ = host + ":" + std::to_string(peer_port);
+    if (SSL_SESSION* session = context_->find_session(session_key_)) {
+      SSL_set_session(ssl_, session);
+      SSL_SESSION_free(session);
+    }
+  }
+}
+
+SslEngine::Impl::~Impl() { SSL_free(ssl_); }
+
+void SslEngine::Impl::switch_context(SSL* ssl, const SslContext& context) {
+  SSL_set_SSL_CTX(ssl, context.impl_->ctx());
+}
+
+bool SslEngine::Impl::remember_session(SSL* ssl, SSL_SESSION* session) {
+  auto* self = static_cast<Impl*>(SSL_get_app_data(ssl));
+  if (self == nullptr || self->session_key_.empty()) {
+    return false;
+  }
+  self->context_->store_session(self->session_key_, session);
+  return true;
+}
+
+std::size_t SslEngine::Impl::pending_output() const noexcept {
+  return BIO_ctrl_pending(network_out_);
+}
+
+std::size_t SslEngine::Impl::drain_output(ByteBuffer& dst) noexcept {
+  const std::size_t n = std::min({pending_output(), dst.remaining(), std::size_t{INT_MAX}});
+  if (n == 0) {
+    return 0;
+  }
+  const int got = BIO_read(network_out_, dst.writable_bytes().data(), static_cast<int>(n));
+  if (got <= 0) {
+    return 0;
+  }
+  dst.position(dst.position() + static_cast<std::size_t>(got));
+  exchanged_ = true;
+  return static_cast<std::size_t>(got);
+}
+
+void SslEngine::Impl::fail(std::error_code& ec, std::error_code cause) noexcept {
+  failed_ = true;
+  ec = cause;
+  ERR_clear_error();
+}
+
+void SslEngine::Impl::begin_handshake() noexcept { started_ = true; }
+
+void SslEngine::Impl::drive_handshake(std::error_code& ec) {
+  started_ = true;
+  ERR_clear_error();
+  const int r = SSL_do_handshake(ssl_);
+  if (r == 1) {
+    handshake_done_ = true;
+    return;
+  }
+  const int err = SSL_get_error(ssl_, r);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+    return;
+  }
+  fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
+}
+
+HandshakeStatus SslEngine::Impl::handshake_status() const noexcept {
+  if (pending_output() > 0) {
+    return HandshakeStatus::need_wrap;
+  }
+  if (failed_ || outbound_closed_ || inbound_done_ || handshake_done_) {
+    return HandshakeStatus::not_handshaking;
+  }
+  if (!started_ && !exchanged_) {
+    return client_ ? HandshakeStatus::need_wrap : HandshakeStatus::need_unwrap;
+  }
+  // A client that has not sent its hello yet still has to wrap it.
+  return client_ && !exchanged_ ? HandshakeStatus::need_wrap : HandshakeStatus::need_unwrap;
+}
+
+SslEngineResult SslEngine::Impl::result(SslEngineStatus status, std::size_t consumed,
+                                        std::size_t produced) noexcept {
+  HandshakeStatus hs = handshake_status();
+  if (handshake_done_ && !finished_reported_ && hs == HandshakeStatus::not_handshaking) {
+    finished_reported_ = true;
+    hs = HandshakeStatus::finished;
+  }
+  return {status, hs, consumed, produced};
+}
+
+SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& dst,
+                                      std::error_code& ec) {
+  ec.clear();
+  if (dst.is_read_only()) {
+    throw std::invalid_argument("SslEngine::wrap: read-only destination");
+  }
+  const bool closing = failed_ || outbound_closed_;
+  if (!closing && !handshake_done_ && pending_output() == 0) {
+    drive_handshake(ec);
+  }
+  if (pending_output() > 0) {
+    // Handshake messages, alerts, or the rest of a record a small dst could not take.
+    if (!dst.has_remaining()) {
+      return result(SslEngineStatus::buffer_overflow, 0, 0);
+    }
+    const std::size_t produced = drain_output(dst);
+    const bool done = (failed_ || outbound_closed_) && pending_output() == 0;
+    return result(done ? SslEngineStatus::closed : SslEngineStatus::ok, 0, produced);
+  }
+  if (failed_ || outbound_closed_) {
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  if (!handshake_done_) {
+    return result(SslEngineStatus::ok, 0, 0);
+  }
+
+  const std::size_t chunk = std::min(total_remaining(srcs), max_plaintext);
+  if (chunk == 0) {
+    return result(SslEngineStatus::ok, 0, 0);
+  }
+  if (dst.remaining() < chunk + max_record_overhead) {
+    return result(SslEngineStatus::buffer_overflow, 0, 0);
+  }
+  // One record from one source when it holds the whole chunk; otherwise gather first, since a
+  // record per source would put a record header on every small buffer.
+  const std::byte* data = nullptr;
+  auto first =
+      std::find_if(srcs.begin(), srcs.end(), [](const ByteBuffer& b) { return b.has_remaining(); });
+  if (first->remaining() >= chunk) {
+    data = first->bytes().data();
+  } else {
+    gather_.resize(chunk);
+    std::size_t at = 0;
+    for (auto it = first; at < chunk; ++it) {
+      const auto bytes = it->bytes().first(std::min(it->remaining(), chunk - at));
+      std::copy(bytes.begin(), bytes.end(), gather_.begin() + static_cast<std::ptrdiff_t>(at));
+      at += bytes.size();
+    }
+    data = gather_.data();
+  }
+  ERR_clear_error();
+  std::size_t written = 0;
+  if (SSL_write_ex(ssl_, data, chunk, &written) != 1) {
+    fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  std::size_t left = written;
+  for (auto it = first; left > 0; ++it) {
+    const std::size_t n = std::min(it->remaining(), left);
+    it->position(it->position() + n);
+    left -= n;
+  }
+  return result(SslEngineStatus::ok, written, drain_output(dst));
+}
+
+SslEngineResult SslEngine::Impl::unwrap(ByteBuffer& src, std::span<ByteBuffer> dsts,
+                                        std::error_code& ec) {
+  ec.clear();
+  if (failed_) {
+    ec = make_error_code(SslErrc::engine_closed);
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  if (inbound_done_) {
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  started_ = true;
+  const auto in = src.bytes();
+  if (in.size() < record_header_size) {
+    return result(SslEngineStatus::buffer_underflow, 0, 0);
+  }
+  const auto type = static_cast<std::uint8_t>(in[0]);
+  const auto major = static_cast<std::uint8_t>(in[1]);
+  const std::size_t length = static_cast<std::size_t>(in[3]) << 8 | static_cast<std::size_t>(in[4]);
+  // Checked here rather than by OpenSSL so that "GET / HTTP/1.1" gets a clear error at once
+  // instead of waiting for the 18 KiB its first bytes would announce.
+  if (type < change_cipher_spec || type > heartbeat_record || major != 3) {
+    fail(ec, make_error_code(SslErrc::not_ssl_record));
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  if (length > max_ciphertext) {
+    fail(ec, make_error_code(SslErrc::record_overflow));
+    return result(SslEngineStatus::closed, 0, 0);
+  }
+  const std::size_t record = record_header_size + length;
+  if (in.size() < record) {
+    return result(SslEngineStatus::buffer_underflow, 0, 0);
+  }
+  // Once OpenSSL has a record it decrypts all of it: refuse before handing it over when the
+  // plaintext might not fit, so that BUFFER_OVERFLOW loses nothing.
+  if (handshake_done_ && total_remaining(dsts) < std::min(length, max_plaintext)) {
+    return result(SslEngineStatus::buffer_overflow, 0, 0);
+  }
+  const bool renegotiation =
+      handshake_done_ && type == handshake_record && SSL_version(ssl_) < TLS1_3_VERSION;
+  if (BIO_write(network_in_, in.data(), static_cast<int>(record)) != static_cast<int>(record)) {
+    throw std::bad_alloc();
+  }
+  src.position(src.position() + record);
+  exchanged_ = true;
+
+  if (!handshake_done_) {
+    drive_handshake(ec);
+    if (ec) {
+      return result(SslEngineStatus::closed, record, 0);
+    }
+    if (!handshake_done_) {
+      return result(SslEngineStatus::ok, record, 0);
+    }
+    // The record that finished the handshake may be followed by data in OpenSSL's buffer
+    // only for TLS 1.3 post-handshake messages, which the next unwrap reads.
+    return result(SslEngineStatus::ok, record, 0);
+  }
+
+  std::size_t produced = 0;
+  for (ByteBuffer& dst : dsts) {
+    while (dst.has_remaining()) {
+      ERR_clear_error();
+      std::size_t got = 0;
+      auto room = dst.writable_bytes();
+      if (SSL_read_ex(ssl_, room.data(), room.size(), &got) == 1) {
+        dst.position(dst.position() + got);
+        produced += got;
+        continue;
+      }
+      const int err = SSL_get_error(ssl_, 0);
+      if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        goto record_done;
+      }
+      if (err == SSL_ERROR_ZERO_RETURN) {
+        close_notify_received_ = true;
+        inbound_done_ = true;
+        if (!outbound_closed_) {
+          outbound_closed_ = true;
+          SSL_shutdown(ssl_);  // queues our close_notify for the next wrap
+        }
+        ERR_clear_error();
+        return result(SslEngineStatus::closed, record, produced);
+      }
+      fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
+      return result(SslEngineStatus::closed, record, produced);
+    }
+  }
+  // Every destination is full: a record still being decrypted would be lost, but the room
+  // check above guarantees the record fitted.
+record_done:
+  if (renegotiation) {
+    // OpenSSL answered no_renegotiation (SSL_OP_NO_RENEGOTIATION); we also end the
+    // connection, so a peer that insists cannot keep us busy.
+    if (!outbound_closed_) {
+      outbound_closed_ = true;
+      SSL_shutdown(ssl_);
+    }
+    fail(ec, make_error_code(SslErrc::renegotiation_refused));
+    return result(SslEngineStatus::closed, record, produced);
+  }
+  return result(SslEngineStatus::ok, record, produced);
+}
+
+void SslEngine::Impl::close_outbound() noexcept {
+  if (outbound_closed_ || failed_) {
+    return;
+  }
+  outbound_closed_ = true;
+  // SSL_shutdown cannot run mid-handshake; an unfinished handshake just stops.
+  if (handshake_done_) {
+    ERR_clear_error();
+    SSL_shutdown(ssl_);
+    ERR_clear_error();
+  }
+}
+
+bool SslEngine::Impl::is_outbound_done() const noexcept {
+  return (outbound_closed_ || failed_) && pending_output() == 0;
+}
+
+void SslEngine::Impl::close_inbound(std::error_code& ec) noexcept {
+  ec.clear();
+  if (inbound_done_) {
+    return;
+  }
+  inbound_done_ = true;
+  if (!close_notify_received_ && exchanged_ && !failed_) {
+    ec = make_error_code(SslErrc::truncated);
+  }
+}
+
+// ---- SslEngine ---------------------------------------------------------------------------
+
+SslEngine::SslEngine(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+SslEngine::SslEngine(SslEngine&&) noexcept = default;
+SslEngine& SslEngine::operator=(SslEngine&&) noexcept = default;
+SslEngine::~SslEngine() = default;
+
+bool SslEngine::is_client_mode() const noexcept { return impl_->client_; }
+void SslEngine::begin_handshake() { impl_->begin_handshake(); }
+HandshakeStatus SslEngine::handshake_status() const noexcept { return impl_->handshake_status(); }
+
+SslEngineResult SslEngine::wrap(std::span<ByteBuffer> srcs, ByteBuffer& dst, std::error_code& ec) {
+  return impl_->wrap(srcs, dst, ec);
+}
+SslEngineResult SslEngine::wrap(std::span<ByteBuffer> srcs, ByteBuffer& dst) {
+  std::error_code ec;
+  SslEngineResult r = impl_->wrap(srcs, dst, ec);
+  throw_if(ec, "SslEngine::wrap");
+  return r;
+}
+SslEngineResult SslEngine::wrap(ByteBuffer& src, ByteBuffer& dst, std::error_code& ec) {
+  return impl_->wrap(std::span(&src, 1), dst, ec);
+}
+SslEngineResult SslEngine::wrap(ByteBuffer& src, ByteBuffer& dst) {
+  return wrap(std::span(&src, 1), dst);
+}
+
+SslEngineResult SslEngine::unwrap(ByteBuffer& src, std::span<ByteBuffer> dsts,
+                                  std::error_code& ec) {
+  return impl_->unwrap(src, dsts, ec);
+}
+SslEngineResult SslEngine::unwrap(ByteBuffer& src, std::span<ByteBuffer> dsts) {
+  std::error_code ec;
+  SslEngineResult r = impl_->unwrap(src, dsts, ec);
+  throw_if(ec, "SslEngine::unwrap");
+  return r;
+}
+SslEngineResult SslEngine::unwrap(ByteBuffer& src, ByteBuffer& dst, std::error_code& ec) {
+  return impl_->unwrap(src, std::span(&dst, 1), ec);
+}
+SslEngineResult SslEngine::unwrap(ByteBuffer& src, ByteBuffer& dst) {
+  return unwrap(src, std::span(&dst, 1));
+}
+
+void SslEngine::close_outbound() noexcept { impl_->close_outbound(); }
+bool SslEngine::is_outbound_done() const noexcept { return impl_->is_outbound_done(); }
+void SslEngine::close_inbound(std::error_code& ec) noexcept { impl_->close_inbound(ec); }
+void SslEngine::close_inbound() {
+  std::error_code ec;
+  impl_->close_inbound(ec);
+  throw_if(ec, "SslEngine::close_inbound");
+}
+bool SslEngine::is_inbound_done() const noexcept { return impl_->is_inbound_done(); }
+
+std::string SslEngine::protocol() const {
+  return SSL_is_init_finished(impl_->ssl_) == 1 ? SSL_get_version(impl_->ssl_) : "";
+}
+
+std::string SslEngine::cipher_suite() const {
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(impl_->ssl_);
+  return cipher != nullptr ? SSL_CIPHER_get_name(cipher) : "";
+}
+
+std::string SslEngine::application_protocol() const {
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(impl_->ssl_, &data, &len);
+  return data != nullptr ? std::string(reinterpret_cast<const char*>(data), len) : "";
+}
+
+std::string SslEngine::peer_subject() const {
+  X509* peer = SSL_get0_peer_certificate(impl_->ssl_);
+  if (peer == nullptr) {
+    return "";
+  }
+  BIO* out = BIO_new(BIO_s_mem());
+  if (out == nullptr) {
+    throw std::bad_alloc();
+  }
+  X509_NAME_print_ex(out, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253);
+  char* text = nullptr;
+  const long n = BIO_get_mem_data(out, &text);
+  std::string subject(text, static_cast<std::size_t>(n));
+  BIO_free(out);
+  return subject;
+}
+
+std::string SslEngine::server_name() const {
+  const char* name = SSL_get_servername(impl_->ssl_, TLSEXT_NAMETYPE_host_name);
+  return name != nullptr ? name : "";
+}
+
+bool SslEngine::is_session_reused() const noexcept { return SSL_session_reused(impl_->ssl_) == 1; }
+
+}  // namespace niox

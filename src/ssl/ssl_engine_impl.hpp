@@ -1,0 +1,64 @@
+// SslEngine's state: one OpenSSL connection between two memory BIOs, the network side of
+// which wrap() drains and unwrap() fills one record at a time.
+#pragma once
+
+#include "ssl_context_impl.hpp"
+
+#include <niox/ssl/ssl_engine.hpp>
+
+#include <openssl/ssl.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace niox {
+
+class SslEngine::Impl {
+ public:
+  Impl(std::shared_ptr<SslContext::Impl> context, std::string_view peer_host,
+       std::uint16_t peer_port);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  static void switch_context(SSL* ssl, const SslContext& context);
+  static bool remember_session(SSL* ssl, SSL_SESSION* session);
+
+  void begin_handshake() noexcept;
+  HandshakeStatus handshake_status() const noexcept;
+  SslEngineResult wrap(std::span<ByteBuffer> srcs, ByteBuffer& dst, std::error_code& ec);
+  SslEngineResult unwrap(ByteBuffer& src, std::span<ByteBuffer> dsts, std::error_code& ec);
+  void close_outbound() noexcept;
+  bool is_outbound_done() const noexcept;
+  void close_inbound(std::error_code& ec) noexcept;
+  bool is_inbound_done() const noexcept { return inbound_done_; }
+
+  bool client_ = false;
+  SSL* ssl_ = nullptr;
+
+ private:
+  std::size_t pending_output() const noexcept;
+  std::size_t drain_output(ByteBuffer& dst) noexcept;
+  void drive_handshake(std::error_code& ec);
+  void fail(std::error_code& ec, std::error_code cause) noexcept;
+  SslEngineResult result(SslEngineStatus status, std::size_t consumed,
+                         std::size_t produced) noexcept;
+
+  std::shared_ptr<SslContext::Impl> context_;
+  BIO* network_in_ = nullptr;   // owned by ssl_
+  BIO* network_out_ = nullptr;  // owned by ssl_
+  std::string session_key_;
+  std::vector<std::byte> gather_;
+  bool started_ = false;
+  bool exchanged_ = false;  // any byte went either way: closing now can be a truncation
+  bool handshake_done_ = false;
+  bool finished_reported_ = false;
+  bool failed_ = false;
+  bool outbound_closed_ = false;
+  bool inbound_done_ = false;
+  bool close_notify_received_ = false;
+};
+
+}  // namespace niox
