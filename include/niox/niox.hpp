@@ -57,6 +57,7 @@
 #include <niox/transport/file_region.hpp>
 #include <niox/transport/idle_state_handler.hpp>
 #include <niox/transport/outbound_buffer.hpp>
+#include <niox/transport/ssl_handler.hpp>
 #include <niox/transport/transport_error.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/channel_option.hpp>

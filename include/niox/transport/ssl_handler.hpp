@@ -1,0 +1,123 @@
+// SslHandler: TLS for a pipeline (Netty's io.netty.handler.ssl.SslHandler), driving one
+// SslEngine (ssl/) between the transport's bytes and the handlers after it.
+//
+//   auto ssl = niox::SslContextBuilder::for_server(niox::Pem::file("cert.pem"),
+//                                                  niox::Pem::file("key.pem")).build();
+//   bootstrap.child_handler(niox::init([ssl](niox::Channel& ch) {
+//     ch.pipeline().add_last("ssl", std::make_shared<niox::SslHandler>(ssl.new_engine()));
+//     ch.pipeline().add_last("app", std::make_shared<MyHandler>());
+//   }));
+//
+// What it does:
+//   - The handshake starts on channel_active (or when the handler is added to an active
+//     channel), in the engine's mode: a client engine sends its hello at once. Its end
+//     completes handshake_future() and fires an SslHandshakeCompletionEvent (with the cause
+//     when it failed). It must finish within Options::handshake_timeout (10 s): a peer that
+//     stalls is closed with SslErrc::handshake_timeout.
+//   - Handlers after it read and write plaintext ByteBuffers. Writes wait until the handshake
+//     is done; writes flushed together are encrypted into records of one buffer that leaves in
+//     one write. Their promises complete when that buffer has gone. A FileRegion is read into
+//     pooled buffers and encrypted piece by piece, the next piece once the previous left.
+//   - Bad input (plaintext, garbage, an oversized record, a failed handshake, a refused
+//     renegotiation) fires exception_caught with a std::system_error in the niox.ssl category,
+//     sends the engine's alert and closes the connection.
+//   - close() sends close_notify and waits up to Options::close_notify_read_timeout (3 s) for
+//     the peer's before closing the connection. A peer's close_notify closes it too.
+//   - A connection that ends without the peer's close_notify (after the handshake began) is a
+//     truncation: exception_caught gets SslErrc::truncated and the SslCloseCompletionEvent
+//     carries it, so it never passes for a clean end of stream.
+//
+// Ownership: the handler owns its engine; one handler per channel (not sharable), made with
+// std::make_shared (a FileRegion's next piece is written from a listener holding a weak_ptr). Threads:
+// the channel's loop, like every handler.
+#pragma once
+
+#include <niox/ssl/ssl_engine.hpp>
+#include <niox/transport/channel_handler.hpp>
+#include <niox/loop/executor.hpp>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+namespace niox {
+
+// Fired when the handshake ends, successfully (empty cause) or not.
+struct SslHandshakeCompletionEvent {
+  std::error_code cause;
+  bool is_success() const noexcept { return !cause; }
+};
+
+// Fired when the inbound side ended: with the peer's close_notify (empty cause) or without it
+// (SslErrc::truncated).
+struct SslCloseCompletionEvent {
+  std::error_code cause;
+  bool is_success() const noexcept { return !cause; }
+};
+
+class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_this<SslHandler> {
+ public:
+  struct Options {
+    std::chrono::milliseconds handshake_timeout{10'000};
+    std::chrono::milliseconds close_notify_read_timeout{3'000};
+  };
+
+  explicit SslHandler(SslEngine engine) : SslHandler(std::move(engine), Options{}) {}
+  SslHandler(SslEngine engine, Options options);
+  ~SslHandler() override;
+
+  SslEngine& engine() noexcept { return engine_; }
+  // Completes when the handshake does; valid once the handler is in a pipeline.
+  ChannelFuture handshake_future() const noexcept { return handshake_promise_.future(); }
+
+  void handler_added(ChannelHandlerContext& ctx) override;
+  void handler_removed(ChannelHandlerContext& ctx) override;
+  void channel_active(ChannelHandlerContext& ctx) override;
+  void channel_inactive(ChannelHandlerContext& ctx) override;
+  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read_complete(ChannelHandlerContext& ctx) override;
+  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
+  void flush(ChannelHandlerContext& ctx) override;
+  void close(ChannelHandlerContext& ctx, ChannelPromise promise) override;
+
+ private:
+  struct PendingWrite {
+    Message message;  // a ByteBuffer or a FileRegion
+    ChannelPromise promise;
+  };
+
+  void start_handshake(ChannelHandlerContext& ctx);
+  void handshake_done(ChannelHandlerContext& ctx, std::error_code cause);
+  void unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src);
+  // Wraps what the engine has to say by itself (handshake, alerts, close_notify) and writes it.
+  bool wrap_engine_output(ChannelHandlerContext& ctx);
+  // Encrypts the pending writes (up to a FileRegion's next piece) into one buffer and writes it.
+  void write_pending(ChannelHandlerContext& ctx);
+  void fail(ChannelHandlerContext& ctx, std::error_code cause);
+  void fail_pending(std::error_code cause);
+  void finish_close(ChannelHandlerContext& ctx);
+  void cancel_timers() noexcept;
+
+  SslEngine engine_;
+  Options options_;
+  ChannelHandlerContext* ctx_ = nullptr;
+  ChannelPromise handshake_promise_;
+  ScheduledFuture handshake_timer_;
+  ScheduledFuture close_timer_;
+  ByteBuffer cumulation_;  // a partial record carried over to the next read
+  std::deque<PendingWrite> pending_;
+  std::vector<ChannelPromise> close_promises_;
+  bool handshake_started_ = false;
+  bool handshake_complete_ = false;
+  bool flush_requested_ = false;
+  bool wrote_ = false;  // bytes written since the last flush
+  bool failed_ = false;
+  bool closing_ = false;           // close() sent close_notify and waits for the peer's
+  bool region_in_flight_ = false;  // a FileRegion piece is on its way; the rest waits for it
+  bool inbound_reported_ = false;
+  std::error_code error_;
+};
+
+}  // namespace niox

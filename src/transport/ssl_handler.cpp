@@ -1,0 +1,437 @@
+#include <niox/buffer/buffer_pool.hpp>
+#include <niox/transport/channel.hpp>
+#include <niox/transport/ssl_handler.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <unistd.h>
+
+namespace niox {
+namespace {
+
+// Room for `plaintext` bytes once encrypted: one record per 16 KiB, each with its overhead.
+std::size_t encrypted_size(std::size_t plaintext) {
+  constexpr std::size_t app = SslEngine::application_buffer_size();
+  constexpr std::size_t overhead = SslEngine::packet_buffer_size() - app;
+  const std::size_t records = plaintext == 0 ? 1 : (plaintext + app - 1) / app;
+  return plaintext + records * overhead;
+}
+
+// How much of a FileRegion is read and encrypted before the next piece waits for this one to
+// leave: bounded memory however large the file.
+constexpr std::size_t region_piece = 256 * 1024;
+
+void complete(std::vector<ChannelPromise>& promises, const std::error_code& ec) {
+  for (ChannelPromise& p : promises) {
+    if (ec) {
+      p.try_failure(ec);
+    } else {
+      p.try_success();
+    }
+  }
+}
+
+}  // namespace
+
+SslHandler::SslHandler(SslEngine engine, Options options)
+    : engine_(std::move(engine)), options_(options) {}
+
+SslHandler::~SslHandler() { cancel_timers(); }
+
+void SslHandler::cancel_timers() noexcept {
+  handshake_timer_.cancel();
+  close_timer_.cancel();
+}
+
+void SslHandler::handler_added(ChannelHandlerContext& ctx) {
+  ctx_ = &ctx;
+  handshake_promise_ = ctx.new_promise();
+  if (ctx.channel().is_active()) {
+    start_handshake(ctx);
+  }
+}
+
+void SslHandler::handler_removed(ChannelHandlerContext&) {
+  cancel_timers();
+  ctx_ = nullptr;
+}
+
+void SslHandler::channel_active(ChannelHandlerContext& ctx) {
+  start_handshake(ctx);
+  ctx.fire_channel_active();
+}
+
+void SslHandler::start_handshake(ChannelHandlerContext& ctx) {
+  if (handshake_started_) {
+    return;
+  }
+  handshake_started_ = true;
+  engine_.begin_handshake();
+  if (options_.handshake_timeout.count() > 0) {
+    handshake_timer_ = ctx.executor().schedule(options_.handshake_timeout, [this] {
+      if (ctx_ != nullptr && !handshake_complete_ && !failed_) {
+        fail(*ctx_, make_error_code(SslErrc::handshake_timeout));
+      }
+    });
+  }
+  if (engine_.is_client_mode()) {
+    wrap_engine_output(ctx);
+    ctx.flush();
+  }
+}
+
+bool SslHandler::wrap_engine_output(ChannelHandlerContext& ctx) {
+  ByteBuffer out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
+  std::error_code ec;
+  bool finished = false;
+  for (;;) {
+    ByteBuffer none;
+    SslEngineResult r = engine_.wrap(none, out, ec);
+    finished |= r.handshake_status == HandshakeStatus::finished;
+    if (ec || r.bytes_produced == 0) {
+      break;
+    }
+    if (!out.has_remaining()) {
+      ctx.write(out.flip());
+      out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
+    }
+  }
+  const bool produced = out.position() > 0;
+  if (produced) {
+    ctx.write(out.flip());
+    wrote_ = true;
+  }
+  if (ec) {
+    fail(ctx, ec);
+  } else if (finished) {
+    handshake_done(ctx, {});
+  }
+  return produced;
+}
+
+void SslHandler::handshake_done(ChannelHandlerContext& ctx, std::error_code cause) {
+  if (handshake_complete_) {
+    return;
+  }
+  handshake_complete_ = true;
+  handshake_timer_.cancel();
+  if (cause) {
+    handshake_promise_.try_failure(cause);
+  } else {
+    handshake_promise_.try_success();
+  }
+  ctx.fire_user_event_triggered(SslHandshakeCompletionEvent{cause});
+  if (!cause && flush_requested_ && ctx_ != nullptr) {
+    write_pending(ctx);
+    ctx.flush();
+  }
+}
+
+void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+  ByteBuffer* in = msg.get_if<ByteBuffer>();
+  if (in == nullptr) {
+    ctx.fire_channel_read(std::move(msg));
+    return;
+  }
+  if (failed_) {
+    return;  // after an alert nothing the peer says matters
+  }
+  if (cumulation_.has_remaining()) {
+    ByteBuffer joined =
+        BufferPool::for_this_thread().allocate(cumulation_.remaining() + in->remaining());
+    joined.put(cumulation_).put(*in).flip();
+    cumulation_ = ByteBuffer();
+    unwrap_all(ctx, joined);
+    in = &joined;
+    if (in->has_remaining() && !failed_) {
+      cumulation_ = BufferPool::for_this_thread().allocate(in->remaining());
+      cumulation_.put(*in).flip();
+    }
+    return;
+  }
+  unwrap_all(ctx, *in);
+  if (in->has_remaining() && !failed_) {
+    // The start of a record: kept in memory of our own, not the transport's receive buffer.
+    cumulation_ = BufferPool::for_this_thread().allocate(in->remaining());
+    cumulation_.put(*in).flip();
+  }
+}
+
+void SslHandler::unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src) {
+  ByteBuffer app;
+  auto deliver = [&] {
+    if (app.position() > 0) {
+      ctx.fire_channel_read(app.flip());
+    }
+    app = ByteBuffer();
+  };
+  while (src.has_remaining() && !failed_) {
+    if (app.remaining() < SslEngine::application_buffer_size()) {
+      deliver();
+      app = BufferPool::for_this_thread().allocate(SslEngine::application_buffer_size());
+    }
+    std::error_code ec;
+    SslEngineResult r = engine_.unwrap(src, app, ec);
+    if (ec) {
+      deliver();
+      fail(ctx, ec);
+      return;
+    }
+    if (r.status == SslEngineStatus::buffer_underflow) {
+      break;
+    }
+    if (r.handshake_status == HandshakeStatus::need_wrap) {
+      wrap_engine_output(ctx);
+    } else if (r.handshake_status == HandshakeStatus::finished) {
+      handshake_done(ctx, {});
+    }
+    if (r.status == SslEngineStatus::closed) {
+      // The peer's close_notify: the connection ends here, ours answering it.
+      deliver();
+      inbound_reported_ = true;
+      ctx.fire_user_event_triggered(SslCloseCompletionEvent{});
+      wrap_engine_output(ctx);
+      ctx.flush();
+      finish_close(ctx);
+      return;
+    }
+  }
+  deliver();
+}
+
+void SslHandler::channel_read_complete(ChannelHandlerContext& ctx) {
+  if (wrote_) {
+    wrote_ = false;
+    ctx.flush();
+  }
+  ctx.fire_channel_read_complete();
+}
+
+void SslHandler::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) {
+  if (!msg.is_byte_buffer() && !msg.is_file_region()) {
+    ctx.write(std::move(msg), std::move(promise));
+    return;
+  }
+  if (failed_ || closing_) {
+    promise.try_failure(failed_ ? error_ : make_error_code(transport::Errc::output_shutdown));
+    return;
+  }
+  pending_.push_back({std::move(msg), std::move(promise)});
+}
+
+void SslHandler::flush(ChannelHandlerContext& ctx) {
+  flush_requested_ = true;
+  if (handshake_complete_ && !failed_) {
+    write_pending(ctx);
+  }
+  ctx.flush();
+}
+
+void SslHandler::write_pending(ChannelHandlerContext& ctx) {
+  if (region_in_flight_) {
+    return;
+  }
+  // The buffers in front of the first FileRegion: one output buffer, one write.
+  std::vector<ByteBuffer> srcs;
+  std::vector<ChannelPromise> promises;
+  std::size_t total = 0;
+  while (!pending_.empty() && pending_.front().message.is_byte_buffer()) {
+    srcs.push_back(std::move(pending_.front().message.get<ByteBuffer>()));
+    promises.push_back(std::move(pending_.front().promise));
+    total += srcs.back().remaining();
+    pending_.pop_front();
+  }
+  if (!srcs.empty()) {
+    ByteBuffer out = BufferPool::for_this_thread().allocate(encrypted_size(total));
+    std::size_t left = total;
+    std::error_code ec;
+    while (left > 0) {
+      SslEngineResult r = engine_.wrap(srcs, out, ec);
+      if (ec || r.bytes_consumed == 0) {
+        break;
+      }
+      left -= r.bytes_consumed;
+    }
+    if (ec || left > 0) {
+      const std::error_code cause = ec ? ec : make_error_code(transport::Errc::output_shutdown);
+      complete(promises, cause);
+      if (ec) {
+        fail(ctx, ec);
+      }
+      return;
+    }
+    if (out.position() == 0) {
+      complete(promises, {});
+    } else {
+      ctx.write(out.flip())
+          .add_listener([promises = std::move(promises)](const std::error_code& ec) mutable {
+            complete(promises, ec);
+          });
+    }
+  }
+  if (pending_.empty()) {
+    return;
+  }
+  // A FileRegion: the next piece of it, read into pooled memory and encrypted.
+  FileRegion& region = pending_.front().message.get<FileRegion>();
+  if (region.transferred() == 0) {
+    if (std::error_code ec = region.check_file_length()) {
+      pending_.front().promise.try_failure(ec);
+      pending_.pop_front();
+      write_pending(ctx);
+      return;
+    }
+  }
+  const std::size_t piece =
+      static_cast<std::size_t>(std::min<std::uint64_t>(region.remaining(), region_piece));
+  ByteBuffer plain = BufferPool::for_this_thread().allocate(piece);
+  plain.limit(piece);
+  while (plain.has_remaining()) {
+    auto room = plain.writable_bytes();
+    const ssize_t n = ::pread(region.fd(), room.data(), room.size(),
+                              static_cast<off_t>(region.next_offset() + plain.position()));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      const std::error_code ec = n < 0 ? std::error_code(errno, std::system_category())
+                                       : make_error_code(transport::Errc::file_region_truncated);
+      pending_.front().promise.try_failure(ec);
+      pending_.pop_front();
+      write_pending(ctx);
+      return;
+    }
+    plain.position(plain.position() + static_cast<std::size_t>(n));
+  }
+  plain.flip();
+  ByteBuffer out = BufferPool::for_this_thread().allocate(encrypted_size(piece));
+  std::error_code ec;
+  while (plain.has_remaining()) {
+    SslEngineResult r = engine_.wrap(plain, out, ec);
+    if (ec || r.bytes_consumed == 0) {
+      break;
+    }
+  }
+  if (ec || plain.has_remaining()) {
+    pending_.front().promise.try_failure(ec ? ec
+                                            : make_error_code(transport::Errc::output_shutdown));
+    pending_.pop_front();
+    if (ec) {
+      fail(ctx, ec);
+    }
+    return;
+  }
+  region.add_transferred(piece);
+  region_in_flight_ = true;
+  ctx.write(out.flip()).add_listener([weak = weak_from_this()](const std::error_code& ec) {
+    auto self = weak.lock();
+    if (!self) {
+      return;
+    }
+    self->region_in_flight_ = false;
+    if (self->pending_.empty()) {
+      return;  // failed and cleared meanwhile
+    }
+    PendingWrite& front = self->pending_.front();
+    if (ec) {
+      front.promise.try_failure(ec);
+      self->pending_.pop_front();
+      self->fail_pending(ec);
+      return;
+    }
+    if (front.message.get<FileRegion>().remaining() == 0) {
+      front.promise.try_success();
+      self->pending_.pop_front();
+    }
+    if (self->ctx_ != nullptr && !self->failed_) {
+      self->write_pending(*self->ctx_);
+      self->ctx_->flush();
+    }
+  });
+}
+
+void SslHandler::fail_pending(std::error_code cause) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (PendingWrite& w : pending) {
+    w.promise.try_failure(cause);
+  }
+}
+
+void SslHandler::fail(ChannelHandlerContext& ctx, std::error_code cause) {
+  if (failed_) {
+    return;
+  }
+  failed_ = true;
+  error_ = cause;
+  inbound_reported_ = true;
+  cancel_timers();
+  if (!handshake_complete_) {
+    handshake_done(ctx, cause);
+  }
+  fail_pending(cause);
+  wrap_engine_output(ctx);  // the alert telling the peer why
+  ctx.flush();
+  ctx.fire_exception_caught(std::make_exception_ptr(std::system_error(cause, "SslHandler")));
+  finish_close(ctx);
+}
+
+void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
+  if (closing_) {
+    close_promises_.push_back(std::move(promise));
+    return;
+  }
+  if (failed_ || !handshake_complete_ || !ctx.channel().is_active()) {
+    ctx.close(std::move(promise));
+    return;
+  }
+  closing_ = true;
+  close_promises_.push_back(std::move(promise));
+  write_pending(ctx);
+  engine_.close_outbound();
+  wrap_engine_output(ctx);
+  ctx.flush();
+  if (engine_.is_inbound_done()) {
+    finish_close(ctx);
+    return;
+  }
+  close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
+    if (ctx_ != nullptr) {
+      finish_close(*ctx_);
+    }
+  });
+}
+
+void SslHandler::finish_close(ChannelHandlerContext& ctx) {
+  close_timer_.cancel();
+  auto promises = std::move(close_promises_);
+  close_promises_.clear();
+  ctx.close().add_listener([promises = std::move(promises)](const std::error_code& ec) mutable {
+    complete(promises, ec);
+  });
+}
+
+void SslHandler::channel_inactive(ChannelHandlerContext& ctx) {
+  cancel_timers();
+  std::error_code truncated;
+  if (handshake_started_ && !inbound_reported_) {
+    inbound_reported_ = true;
+    engine_.close_inbound(truncated);
+    if (truncated) {
+      ctx.fire_user_event_triggered(SslCloseCompletionEvent{truncated});
+      ctx.fire_exception_caught(
+          std::make_exception_ptr(std::system_error(truncated, "SslHandler")));
+    }
+  }
+  if (!handshake_complete_) {
+    handshake_done(ctx, truncated ? truncated : make_error_code(transport::Errc::channel_closed));
+  }
+  fail_pending(make_error_code(transport::Errc::channel_closed));
+  complete(close_promises_, {});
+  close_promises_.clear();
+  ctx.fire_channel_inactive();
+}
+
+}  // namespace niox

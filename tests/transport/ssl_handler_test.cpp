@@ -1,0 +1,552 @@
+// SslHandler end to end on every backend: niox TLS clients against niox TLS servers, and raw
+// sockets sending what a TLS port must survive.
+#include <niox/ssl/ssl_context.hpp>
+#include <niox/transport/bootstrap.hpp>
+#include <niox/transport/embedded_channel.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
+#include <niox/transport/ssl_handler.hpp>
+#include <niox/transport/transport_error.hpp>
+
+#include "../support/temp_dir.hpp"
+#include "../support/test_certificates.hpp"
+#include "../support/transport_scenarios.hpp"
+#include "../support/transport_sockets.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <mutex>
+
+using namespace niox;
+using namespace niox::test;
+
+namespace {
+
+// What a server's pipelines saw: exceptions (their niox.ssl codes) and handshakes.
+struct ServerLog {
+  std::mutex mutex;
+  std::vector<std::error_code> errors;
+  std::vector<std::error_code> close_events;
+  std::atomic<int> handshakes{0};
+  std::atomic<int> closed{0};
+
+  void error(std::exception_ptr e) {
+    std::lock_guard lock(mutex);
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::system_error& s) {
+      errors.push_back(s.code());
+    } catch (...) {
+      errors.push_back(std::make_error_code(std::errc::io_error));
+    }
+  }
+  // The TLS errors (a peer closing with unread bytes may also have caused an ECONNRESET).
+  std::vector<std::error_code> errors_seen() {
+    std::lock_guard lock(mutex);
+    std::vector<std::error_code> tls;
+    for (const auto& e : errors) {
+      if (e.category() == ssl_category()) tls.push_back(e);
+    }
+    return tls;
+  }
+  std::vector<std::error_code> close_events_seen() {
+    std::lock_guard lock(mutex);
+    return close_events;
+  }
+  // Until `n` connections closed (20 s at most).
+  void wait_closed(int n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (closed.load() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+};
+
+// Until the server closed the connection: EOF, or a reset when it closed with our bytes unread.
+void expect_closed_by_server(PeerSocket& peer) {
+  try {
+    peer.recv_to_eof();
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::connection_reset) << e.what();
+  }
+}
+
+class SslHandlerTest : public DescriptorCheckedTest {
+ protected:
+  TestCertificateAuthority ca;
+  PemPair leaf = ca.issue();
+  SslContext server_ssl =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .build();
+  SslContext client_ssl =
+      SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
+
+  // A TLS echo server whose pipelines report into `log`.
+  SocketAddress serve_tls_echo(TestServer& server, ServerLog& log,
+                               SslHandler::Options options = {}) {
+    server.bootstrap().child_handler(init([this, &log, options](Channel& ch) {
+      ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine(), options));
+      auto h = std::make_shared<LambdaHandler>();
+      h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
+      h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
+      h->on_event = [&log](ChannelHandlerContext&, std::any e) {
+        if (auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e); hs && hs->is_success()) {
+          ++log.handshakes;
+        }
+        if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) {
+          std::lock_guard lock(log.mutex);
+          log.close_events.push_back(c->cause);
+        }
+      };
+      h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
+        log.error(e);
+        ctx.close();
+      };
+      h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+      ch.pipeline().add_last("app", h);
+    }));
+    return server.start(InetSocketAddress::loopback_v4(0));
+  }
+
+  // Connects a niox TLS client, sends `data` in `pieces` writes flushed together, and returns
+  // what came back once as many bytes arrived; closes with close_notify.
+  std::vector<std::byte> tls_round_trip(EventLoopGroup& group, const SocketAddress& addr,
+                                        const std::vector<std::byte>& data, int pieces,
+                                        std::string* protocol = nullptr) {
+    auto received = std::make_shared<std::vector<std::byte>>();
+    auto all = std::make_shared<std::promise<void>>();
+    auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost", addr.inet().port()));
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [&, pieces](ChannelHandlerContext& ctx, std::any e) {
+      auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e);
+      if (hs == nullptr || !hs->is_success()) return;
+      const std::size_t step = data.size() / static_cast<std::size_t>(pieces) + 1;
+      for (std::size_t at = 0; at < data.size(); at += step) {
+        const std::size_t n = std::min(step, data.size() - at);
+        ctx.write(ByteBuffer::wrap(std::span<const std::byte>(data).subspan(at, n)));
+      }
+      ctx.flush();
+    };
+    h->on_read = [received, all, n = data.size()](ChannelHandlerContext&, Message m) {
+      auto b = m.get<ByteBuffer>().bytes();
+      received->insert(received->end(), b.begin(), b.end());
+      if (received->size() == n) all->set_value();
+    };
+    Bootstrap b;
+    b.group(group).handler(init([ssl, h](Channel& ch) {
+      ch.pipeline().add_last("ssl", ssl);
+      ch.pipeline().add_last("app", h);
+    }));
+    auto f = b.connect(addr);
+    EXPECT_FALSE(await_for(f));
+    EXPECT_FALSE(await_for(ssl->handshake_future()));
+    if (protocol != nullptr) *protocol = ssl->engine().protocol();
+    auto done = all->get_future();
+    wait_for(done);
+    EXPECT_FALSE(await_for(f.channel()->close()));
+    return *received;
+  }
+};
+
+TEST_P(SslHandlerTest, NioxClientAndServerEchoEveryByte) {
+  TestServer server(options(), 1);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(server, log);
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  for (std::size_t size :
+       {std::size_t{1}, std::size_t{5000}, std::size_t{16384}, std::size_t{1} << 20}) {
+    auto data = pseudo_random_bytes(size, size);
+    std::string protocol;
+    EXPECT_TRUE(tls_round_trip(group, addr, data, 7, &protocol) == data) << size;
+    EXPECT_EQ(protocol, "TLSv1.3");
+  }
+  log.wait_closed(4);
+  EXPECT_EQ(log.handshakes.load(), 4);
+  EXPECT_TRUE(log.errors_seen().empty()) << log.errors_seen().front().message();
+  // Every client closed with close_notify: no truncation on the server.
+  for (const auto& ec : log.close_events_seen()) EXPECT_FALSE(ec) << ec.message();
+  group.shutdown_gracefully();
+}
+
+// A raw peer for the bad-input cases: plaintext, noise and broken records to the TLS port.
+TEST_P(SslHandlerTest, PlaintextHttpAndNoiseCloseThatConnectionOnly) {
+  TestServer server(options(), 1);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(server, log);
+  {
+    PeerSocket http(addr);
+    http.send_all("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    expect_closed_by_server(http);
+  }
+  {
+    PeerSocket noise(addr);
+    auto bytes = pseudo_random_bytes(4096, 18);
+    bytes[0] = std::byte{0x99};
+    noise.send_all(bytes);
+    expect_closed_by_server(noise);
+  }
+  {
+    PeerSocket oversized(addr);
+    const unsigned char header[] = {0x16, 0x03, 0x01, 0xff, 0xff};
+    oversized.send_all(std::span<const std::byte>(reinterpret_cast<const std::byte*>(header), 5));
+    expect_closed_by_server(oversized);
+  }
+  log.wait_closed(3);
+  auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0], SslErrc::not_ssl_record);
+  EXPECT_EQ(errors[1], SslErrc::not_ssl_record);
+  EXPECT_EQ(errors[2], SslErrc::record_overflow);
+  // The server still serves.
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto data = pseudo_random_bytes(10000, 5);
+  EXPECT_TRUE(tls_round_trip(group, addr, data, 2) == data);
+  group.shutdown_gracefully();
+}
+
+// The first bytes of a real ClientHello, then nothing: the handshake timeout closes it.
+TEST_P(SslHandlerTest, PeerStalledMidHandshakeIsClosedAtTheTimeout) {
+  TestServer server(options(), 1);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(
+      server, log, {std::chrono::milliseconds(300), std::chrono::milliseconds(3000)});
+  SslEngine client = client_ssl.new_engine("localhost");
+  auto hello = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+  ByteBuffer none;
+  client.wrap(none, hello);
+  hello.flip();
+  PeerSocket stalled(addr);
+  stalled.send_all(hello.bytes().first(hello.remaining() / 2));
+  expect_closed_by_server(stalled);  // returns once the server closed
+  PeerSocket silent(addr);
+  expect_closed_by_server(silent);
+  log.wait_closed(2);
+  auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], SslErrc::handshake_timeout);
+  EXPECT_EQ(errors[1], SslErrc::handshake_timeout);
+}
+
+// A client engine over a blocking socket: finishes the handshake, then drops the connection
+// without close_notify (or after a truncated record).
+class BlockingTlsPeer {
+ public:
+  BlockingTlsPeer(const SocketAddress& addr, SslEngine engine)
+      : socket_(addr), engine_(std::move(engine)) {}
+
+  void handshake() {
+    auto in = ByteBuffer::allocate(1 << 16);
+    for (int i = 0; i < 50; ++i) {
+      HandshakeStatus hs = engine_.handshake_status();
+      if (hs == HandshakeStatus::need_wrap) {
+        auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+        ByteBuffer none;
+        engine_.wrap(none, out);
+        socket_.send_all(out.flip().bytes());
+        continue;
+      }
+      if (hs != HandshakeStatus::need_unwrap) return;
+      in.flip();
+      auto app = ByteBuffer::allocate(SslEngine::application_buffer_size());
+      SslEngineResult r = engine_.unwrap(in, app);
+      in.compact();
+      if (r.status == SslEngineStatus::buffer_underflow) {
+        auto room = in.writable_bytes();
+        ssize_t n = ::recv(socket_.fd(), room.data(), room.size(), 0);
+        ASSERT_GT(n, 0);
+        in.position(in.position() + static_cast<std::size_t>(n));
+      }
+    }
+  }
+  // An application record, cut short.
+  void send_partial_record() {
+    auto data = ByteBuffer::wrap(std::string_view("hello, truncated"));
+    auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    engine_.wrap(data, out);
+    out.flip();
+    socket_.send_all(out.bytes().first(out.remaining() - 3));
+  }
+  void close() { socket_.close(); }
+
+ private:
+  PeerSocket socket_;
+  SslEngine engine_;
+};
+
+TEST_P(SslHandlerTest, CloseWithoutCloseNotifyAndTruncatedRecordAreTruncation) {
+  TestServer server(options(), 1);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(server, log);
+  {
+    BlockingTlsPeer peer(addr, client_ssl.new_engine("localhost"));
+    peer.handshake();
+    peer.close();
+  }
+  log.wait_closed(1);
+  {
+    BlockingTlsPeer peer(addr, client_ssl.new_engine("localhost"));
+    peer.handshake();
+    peer.send_partial_record();
+    peer.close();
+  }
+  log.wait_closed(2);
+  EXPECT_EQ(log.handshakes.load(), 2);
+  auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], SslErrc::truncated);
+  EXPECT_EQ(errors[1], SslErrc::truncated);
+  auto events = log.close_events_seen();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0], SslErrc::truncated);
+}
+
+TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([this](Channel& ch) {
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [](ChannelHandlerContext& ctx, std::any e) {
+      if (std::any_cast<SslHandshakeCompletionEvent>(&e) != nullptr) {
+        ctx.write_and_flush(ByteBuffer::wrap(std::string_view("bye")));
+        ctx.close();
+      }
+    };
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto got = std::make_shared<std::string>();
+  auto close_event = std::make_shared<std::promise<std::error_code>>();
+  auto exceptions = std::make_shared<std::atomic<int>>(0);
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [got](ChannelHandlerContext&, Message m) {
+    got->append(m.get<ByteBuffer>().string_view());
+  };
+  h->on_event = [close_event](ChannelHandlerContext&, std::any e) {
+    if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) close_event->set_value(c->cause);
+  };
+  h->on_exception = [exceptions](ChannelHandlerContext&, std::exception_ptr) { ++*exceptions; };
+  Bootstrap b;
+  b.group(group).handler(init([this, h, port = addr.inet().port()](Channel& ch) {
+    ch.pipeline().add_last("ssl",
+                           std::make_shared<SslHandler>(client_ssl.new_engine("localhost", port)));
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  auto ev = close_event->get_future();
+  EXPECT_FALSE(wait_for(ev)) << "the server's close_notify did not arrive";
+  await_for(f.channel()->close_future());
+  EXPECT_EQ(*got, "bye");
+  EXPECT_EQ(exceptions->load(), 0);
+  group.shutdown_gracefully();
+}
+
+TEST_P(SslHandlerTest, WrongHostNameFailsTheClientHandshake) {
+  TestServer server(options(), 1);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(server, log);
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("example.com"));
+  Bootstrap b;
+  b.group(group).handler(init([ssl](Channel& ch) {
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_exception = [](ChannelHandlerContext&, std::exception_ptr) {};
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  std::error_code ec = await_for(ssl->handshake_future());
+  EXPECT_EQ(ec.value(), certificate_verify_failed_base + 62 /* X509_V_ERR_HOSTNAME_MISMATCH */)
+      << ec.message();
+  await_for(f.channel()->close_future());
+  log.wait_closed(1);
+  EXPECT_EQ(log.handshakes.load(), 0);
+  group.shutdown_gracefully();
+}
+
+TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
+  TempDir dir;
+  const auto content = pseudo_random_bytes(3 * 1024 * 1024 + 17, 7);
+  const std::string path = (dir / "file.bin").string();
+  {
+    FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    ASSERT_EQ(::write(fd.get(), content.data(), content.size()),
+              static_cast<ssize_t>(content.size()));
+  }
+  TestServer server(options(), 1);
+  auto region_done = std::make_shared<std::promise<std::error_code>>();
+  server.bootstrap().child_handler(init([this, path, region_done](Channel& ch) {
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [path, region_done](ChannelHandlerContext& ctx, std::any e) {
+      if (std::any_cast<SslHandshakeCompletionEvent>(&e) == nullptr) return;
+      FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
+      ctx.write(ByteBuffer::wrap(std::string_view("<")));
+      ctx.write(FileRegion(std::move(fd), 0, size))
+          .add_listener([region_done](const std::error_code& ec) { region_done->set_value(ec); });
+      ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")));
+    };
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto received = std::make_shared<std::vector<std::byte>>();
+  auto all = std::make_shared<std::promise<void>>();
+  const std::size_t expect = content.size() + 2;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [received, all, expect](ChannelHandlerContext&, Message m) {
+    auto b = m.get<ByteBuffer>().bytes();
+    received->insert(received->end(), b.begin(), b.end());
+    if (received->size() == expect) all->set_value();
+  };
+  Bootstrap b;
+  b.group(group).handler(init([this, h](Channel& ch) {
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(client_ssl.new_engine("localhost")));
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  auto done = all->get_future();
+  wait_for(done);
+  auto rd = region_done->get_future();
+  EXPECT_FALSE(wait_for(rd));
+  ASSERT_EQ(received->size(), expect);
+  EXPECT_EQ((*received)[0], std::byte{'<'});
+  EXPECT_EQ(received->back(), std::byte{'>'});
+  EXPECT_TRUE(std::equal(content.begin(), content.end(), received->begin() + 1));
+  await_for(f.channel()->close());
+  group.shutdown_gracefully();
+}
+
+TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
+  TestServer server(options(), 2);
+  ServerLog log;
+  SocketAddress addr = serve_tls_echo(server, log);
+  EventLoopGroup group(TestServer::group_options(options(), 2));
+  constexpr int connections = 1000;
+  std::vector<std::shared_ptr<SslHandler>> handlers;
+  std::vector<BootstrapFuture> connects;
+  auto echoed = std::make_shared<std::atomic<int>>(0);
+  Bootstrap b;
+  for (int i = 0; i < connections; ++i) {
+    auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));
+    handlers.push_back(ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [](ChannelHandlerContext& ctx, std::any e) {
+      if (auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e); hs && hs->is_success())
+        ctx.write_and_flush(ByteBuffer::wrap(std::string_view("ping")));
+    };
+    h->on_read = [echoed](ChannelHandlerContext& ctx, Message m) {
+      if (m.get<ByteBuffer>().string_view() == "ping") {
+        ++*echoed;
+        ctx.close();
+      }
+    };
+    b.group(group).handler(init([ssl, h](Channel& ch) {
+      ch.pipeline().add_last("ssl", ssl);
+      ch.pipeline().add_last("app", h);
+    }));
+    connects.push_back(b.connect(addr));
+  }
+  int failed = 0;
+  for (int i = 0; i < connections; ++i) {
+    if (await_for(connects[static_cast<std::size_t>(i)], 60) ||
+        await_for(handlers[static_cast<std::size_t>(i)]->handshake_future(), 60))
+      ++failed;
+  }
+  EXPECT_EQ(failed, 0);
+  for (auto& c : connects) {
+    if (c.channel()) await_for(c.channel()->close_future(), 60);
+  }
+  EXPECT_EQ(echoed->load(), connections);
+  log.wait_closed(connections);
+  EXPECT_EQ(log.handshakes.load(), connections);
+  EXPECT_TRUE(log.errors_seen().empty());
+  connects.clear();
+  handlers.clear();
+  group.shutdown_gracefully();
+}
+
+NIOX_INSTANTIATE_BACKENDS(SslHandlerTest);
+
+// In memory (no I/O): what the handler hands the transport, write by write.
+TEST(SslHandlerEmbeddedTest, WritesFlushedTogetherLeaveAsOneBufferInOneWrite) {
+  TestCertificateAuthority ca;
+  PemPair leaf = ca.issue();
+  SslContext server_ssl =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .build();
+  SslContext client_ssl =
+      SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
+  auto handler = std::make_shared<SslHandler>(server_ssl.new_engine());
+  EmbeddedChannel ch{handler};
+  SslEngine client = client_ssl.new_engine("localhost");
+
+  // What the server wrote, as the client's inbound bytes.
+  auto to_client = ByteBuffer::allocate(1 << 22);
+  auto drain_server = [&] {
+    int messages = 0;
+    while (auto m = ch.read_outbound()) {
+      to_client.put(m->get<ByteBuffer>());
+      ++messages;
+    }
+    return messages;
+  };
+  std::string plain;
+  auto client_reads = [&] {
+    to_client.flip();
+    for (;;) {
+      auto app = ByteBuffer::allocate(SslEngine::application_buffer_size());
+      SslEngineResult r = client.unwrap(to_client, app);
+      plain.append(app.flip().string_view());
+      if (r.status != SslEngineStatus::ok || !to_client.has_remaining()) break;
+    }
+    to_client.compact();
+  };
+  for (int i = 0; i < 20 && !handler->handshake_future().is_done(); ++i) {
+    while (client.handshake_status() == HandshakeStatus::need_wrap) {
+      auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+      ByteBuffer none;
+      client.wrap(none, out);
+      ch.simulate_read(out.flip());
+    }
+    drain_server();
+    client_reads();
+  }
+  ASSERT_TRUE(handler->handshake_future().is_success());
+  ch.run_pending_tasks();
+  drain_server();
+  // From here the pretend kernel takes every byte and we see each call's iovecs.
+  ch.set_write_script([&](std::span<const iovec> iovecs, std::size_t bytes) {
+    for (const iovec& v : iovecs) {
+      to_client.put(
+          std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len));
+    }
+    return static_cast<long>(bytes);
+  });
+  std::string expected;
+  for (int i = 0; i < 10; ++i) {
+    std::string piece = fmt::format("piece {} of ten;", i);
+    expected += piece;
+    auto b = ByteBuffer::allocate(piece.size());
+    b.put(piece).flip();
+    ch.write(b);
+  }
+  EXPECT_EQ(ch.outbound_messages().size(), 0u) << "nothing leaves before the flush";
+  ch.flush();
+  ch.run_pending_tasks();
+  ASSERT_EQ(ch.write_calls().size(), 1u) << "one write for the whole flush";
+  EXPECT_EQ(ch.write_calls()[0].iovecs, 1u) << "one buffer holding every record";
+  plain.clear();
+  client_reads();
+  EXPECT_EQ(plain, expected);
+}
+
+}  // namespace
