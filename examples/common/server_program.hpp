@@ -1,5 +1,5 @@
 // What every example server does around its pipeline: the --port/--bind/--threads/--backend
-// options, the start-up checks, listening, printing the bound address, and stopping cleanly on
+// options and the --reuseport flag, the start-up checks, listening, printing the bound address, and stopping cleanly on
 // SIGINT or SIGTERM.
 //
 //   ServerOptions common;                       // defaults per program
@@ -33,12 +33,19 @@ struct ServerOptions {
   std::uint16_t port = 8080;     // 0 picks a free port (printed at start-up)
   unsigned threads = 0;          // worker event loops; 0: one per CPU
   BackendKind backend = BackendKind::automatic;
+  // One SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop) instead of an
+  // accepting thread handing connections to the workers.
+  bool reuseport = false;
 };
 
 enum class OptionResult { not_mine, ok, invalid };
 
 // Whether `name` is one of the options parse_server_option() takes.
 bool is_server_option(std::string_view name) noexcept;
+
+// Takes the flags (options without a value: --reuseport) into `o`; false for any other
+// argument.
+bool parse_server_flag(std::string_view arg, ServerOptions& o) noexcept;
 
 // Takes --port, --bind, --threads and --backend into `o`; not_mine for any other name. invalid
 // sets `error` ("invalid --port '70000': expected 0-65535").
