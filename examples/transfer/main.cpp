@@ -44,7 +44,12 @@ namespace {
 using namespace niox;
 using namespace niox::transfer;
 
-constexpr std::size_t chunk = 1 << 20;  // per transfer_to/transfer_from: progress granularity
+constexpr std::size_t chunk = 1 << 20;  // per transfer_to: the sender's progress granularity
+// Per transfer_from, each hashed as soon as it landed. A quarter of the chunk the sender uses:
+// what landed is then hashed while it is still in the CPU's cache, and the receiver's CPU for a
+// 256 MiB transfer fell from 0.36-0.64 s to 0.23-0.28 s (cached input, 3 interleaved runs
+// each; 128 KiB did no better).
+constexpr std::size_t receive_chunk = 256 << 10;
 // How long a receiver that refused a transfer keeps reading (and dropping) what the sender still
 // sends, so that its verdict is read rather than cut off by a reset. See Receiver::reply.
 constexpr std::chrono::seconds linger_time{5};
@@ -136,8 +141,9 @@ class Sender {
   }
 
  private:
-  // Each chunk is hashed (read into a cache-sized buffer) just before it leaves by sendfile:
-  // no pass over the file before the first byte is sent, and the pages are hot for the send.
+  // Each chunk is hashed (through FileHasher's mapping) just before it leaves by sendfile: no
+  // pass over the file before the first byte is sent, and a file that was not cached is read
+  // in by the hash, so the send finds it in memory.
   void send_body() {
     if (sent_ == plan_.size) {
       progress_.finish();
@@ -377,7 +383,7 @@ class Receiver {
       return;
     }
     std::size_t want =
-        static_cast<std::size_t>(std::min<std::uint64_t>(chunk, rx_.body_remaining()));
+        static_cast<std::size_t>(std::min<std::uint64_t>(receive_chunk, rx_.body_remaining()));
     waiting_for_sender(loop_.transfer_from(
         fd_.get(), rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), want,
         [this](std::error_code ec, std::size_t n, TransferPath) {
@@ -406,7 +412,7 @@ class Receiver {
           }
           // Hash what landed while it is still in the CPU's cache, so that little or nothing is
           // left to verify once the body is complete (each hash maps).
-          if (rx_.body_offset() - rx_.bytes_hashed() >= chunk) {
+          if (rx_.body_offset() - rx_.bytes_hashed() >= receive_chunk) {
             std::error_code hash_ec;
             rx_.hash_received(SIZE_MAX, hash_ec);
             if (hash_ec) {

@@ -13,10 +13,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -51,6 +53,68 @@ std::string pattern(std::size_t n, unsigned seed) {
   }
   return s;
 }
+
+// A program whose stderr is a terminal (the slave side of a pseudo-terminal) and whose stdout is
+// a pipe: what a user at a terminal sees on stderr, progress bar included.
+class OnTerminal {
+ public:
+  explicit OnTerminal(const std::vector<std::string>& argv) {
+    master_.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!master_ || ::grantpt(master_.get()) != 0 || ::unlockpt(master_.get()) != 0) {
+      throw std::runtime_error("no pseudo-terminal");
+    }
+    niox::FileDescriptor slave(::open(::ptsname(master_.get()), O_RDWR | O_NOCTTY | O_CLOEXEC));
+    int out[2];
+    if (!slave || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("no terminal or pipe");
+    out_.reset(out[0]);
+    niox::FileDescriptor out_w(out[1]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, slave.get(), 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  }
+  ~OnTerminal() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  OnTerminal(const OnTerminal&) = delete;
+  OnTerminal& operator=(const OnTerminal&) = delete;
+
+  // The first line on stdout.
+  std::string read_line() {
+    std::string line;
+    char c;
+    while (::read(out_.get(), &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  }
+  // Waits for the exit; then everything the terminal showed. Progress is throttled to 10
+  // redraws a second, far less than a terminal buffers, so the program never waits for us.
+  int wait_exit(std::string& shown) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(master_.get(), buf, sizeof buf)) > 0) {
+      shown.append(buf, static_cast<std::size_t>(n));  // EIO once drained: the slave is closed
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  niox::FileDescriptor master_;
+  niox::FileDescriptor out_;
+};
 
 // A connected loopback client socket (blocking, 5 s timeouts), or an invalid descriptor.
 niox::FileDescriptor connect_to(std::uint16_t port) {
@@ -500,6 +564,29 @@ TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefuse
 }
 
 // The real sender prints what the receiver said, not a generic failure.
+// At a terminal both ends draw their progress bar, to the whole size, and the file arrives.
+TEST_P(TransferReceiverOptionsTest, BothEndsShowTheirProgressOnATerminal) {
+  const auto body = pattern(4 * 1024 * 1024, 11);
+  in_.write("shown.bin", body);
+  OnTerminal receiver({NIOX_TRANSFER_PROGRAM, "recv", "--port", "0", "--bind", "127.0.0.1", "--out",
+                       out_.str(), "--backend", backend()});
+  const auto line = receiver.read_line();
+  const auto colon = line.find("127.0.0.1:");
+  ASSERT_NE(colon, std::string::npos) << line;
+  OnTerminal sender({NIOX_TRANSFER_PROGRAM, "send", in_ / "shown.bin", "--to",
+                     "127.0.0.1:" + line.substr(colon + 10), "--backend", backend()});
+  std::string sender_shown;
+  std::string receiver_shown;
+  EXPECT_EQ(sender.wait_exit(sender_shown), 0) << sender_shown;
+  EXPECT_EQ(receiver.wait_exit(receiver_shown), 0) << receiver_shown;
+  for (const std::string* shown : {&sender_shown, &receiver_shown}) {
+    EXPECT_NE(shown->find("100%"), std::string::npos) << *shown;
+    EXPECT_NE(shown->find("4.00 MiB / 4.00 MiB"), std::string::npos) << *shown;
+  }
+  ASSERT_EQ(out_.list(), std::vector<std::string>{"shown.bin"});
+  EXPECT_TRUE(out_.read("shown.bin") == body);
+}
+
 TEST_P(TransferReceiverOptionsTest, SenderPrintsTheReceiversReason) {
   ASSERT_NO_FATAL_FAILURE(start_receiver({"--max-size", "1000"}));
   in_.write("large.bin", pattern(3 * 1024 * 1024, 8));
