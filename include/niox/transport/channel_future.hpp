@@ -210,6 +210,10 @@ class ChannelPromise : public ChannelFuture {
   }
 
  private:
+  friend class Channel;  // makes its close promise on first use, over a state it keeps
+  explicit ChannelPromise(std::shared_ptr<detail::PromiseState> state) noexcept
+      : ChannelFuture(std::move(state)) {}
+
   bool complete(std::error_code cause) {
     if (!state_) {
       return true;
