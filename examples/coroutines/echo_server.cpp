@@ -33,14 +33,14 @@ namespace {
 Task<void> echo(AsynchronousSocketChannel ch) {
   std::error_code ec;
   ch.set_option(StandardSocketOptions::tcp_nodelay, true, ec);  // fails harmlessly on Unix
-  // 64 KiB, as niox's callback echo and the Asio peers read: a smaller buffer makes a read per
-  // message out of what one read takes when messages queue up.
-  ByteBuffer buf = ByteBuffer::allocate(64 * 1024);
-  while (co_await ch.read(buf, ec) > 0) {  // -1: end of stream
-    buf.flip();
+  for (;;) {
+    // The loop takes a buffer when bytes arrive, so an idle connection holds none. Up to 64 KiB,
+    // as niox's callback echo and the Asio peers read: a smaller limit makes a receive per
+    // message out of what one receive takes when messages queue up.
+    ByteBuffer buf = co_await ch.receive(64 * 1024, ec);
+    if (ec || !buf.has_remaining()) break;  // empty: end of stream
     co_await ch.write(buf, ec);
     if (ec) break;
-    buf.clear();
   }
 }
 

@@ -107,13 +107,24 @@ Channel::Channel(Executor& executor)
       link_(executor.link()),
       id_(next_channel_id.fetch_add(1, std::memory_order_relaxed)),
       config_(*this),
-      close_promise_(executor),
       pipeline_(*this) {
   outbound_.set_writability_listener(
       [this](bool) { pipeline_.fire_channel_writability_changed(); });
 }
 
 Channel::~Channel() { pipeline_.destroy(); }
+
+ChannelFuture Channel::close_future() const {
+  std::shared_ptr<detail::PromiseState> state = close_state_.load();
+  if (state) return ChannelPromise(std::move(state)).future();
+  ChannelPromise fresh(link_);
+  std::shared_ptr<detail::PromiseState> none;
+  if (!close_state_.compare_exchange_strong(none, fresh.state_)) {
+    return ChannelPromise(std::move(none)).future();  // another thread made it first
+  }
+  if (closed_.load()) fresh.try_success();
+  return fresh.future();
+}
 
 bool Channel::is_writable() const noexcept {
   return !closed_ && !is_output_shutdown() && outbound_.is_writable();
@@ -299,7 +310,7 @@ void Channel::close_for_transport() { unsafe_close(ChannelPromise()); }
 void Channel::unsafe_close(ChannelPromise promise) {
   if (closed_) {
     // Completes when the first close did (it already has: close is synchronous here).
-    close_promise_.future().add_listener(
+    close_future().add_listener(
         [promise](const std::error_code&) mutable { promise.try_success(); });
     return;
   }
@@ -309,7 +320,9 @@ void Channel::unsafe_close(ChannelPromise promise) {
   outbound_.fail_all(transport::Errc::channel_closed);
   shutdown_promise_.try_failure(transport::Errc::channel_closed);
   do_close();
-  close_promise_.try_success();
+  // A close_future() that made its state before closed_ was set is completed here; one after
+  // it completes its own state (both are sequentially consistent: one of them sees the other).
+  if (auto state = close_state_.load()) ChannelPromise(std::move(state)).try_success();
   promise.try_success();
   if (was_active) {
     // Later, like Netty: handlers see inactive after the close call returned.

@@ -49,14 +49,22 @@ class TailHandler final : public ChannelHandler {
 
 }  // namespace detail
 
+namespace {
+// The head and tail handlers keep no state: every pipeline shares one of each, owned by no
+// control block (an aliasing shared_ptr without an owner), so a channel allocates neither.
+template <class H>
+std::shared_ptr<ChannelHandler> shared_stateless() {
+  static H handler;
+  return std::shared_ptr<ChannelHandler>(std::shared_ptr<void>(), &handler);
+}
+}  // namespace
+
 ChannelPipeline::ChannelPipeline(Channel& channel)
     : channel_(&channel),
-      head_owner_(
-          new ChannelHandlerContext(*this, "head", std::make_shared<detail::HeadHandler>())),
-      tail_owner_(
-          new ChannelHandlerContext(*this, "tail", std::make_shared<detail::TailHandler>())),
-      head_(head_owner_.get()),
-      tail_(tail_owner_.get()) {
+      head_ctx_(*this, "head", shared_stateless<detail::HeadHandler>()),
+      tail_ctx_(*this, "tail", shared_stateless<detail::TailHandler>()),
+      head_(&head_ctx_),
+      tail_(&tail_ctx_) {
   head_->next_ = tail_;
   tail_->prev_ = head_;
 }

@@ -106,17 +106,17 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
           active_ ? std::errc::already_connected : std::errc::connection_already_in_progress));
       return;
     }
-    connecting_ = true;
-    connect_promise_ = std::move(promise);
+    connecting_ = std::make_unique<Connecting>();
+    connecting_->promise = std::move(promise);
     // The loop copies the address into its operation: the channel keeps none.
-    connect_op_ = loop_->connect(fd_.get(), remote,
-                                 [s = self()](std::error_code ec) { s->on_connected(ec); });
+    connecting_->op = loop_->connect(fd_.get(), remote,
+                                     [s = self()](std::error_code ec) { s->on_connected(ec); });
     auto timeout = config().connect_timeout();
     if (timeout.count() > 0) {
-      connect_timer_ = loop_->schedule(timeout, [s = self()] {
+      connecting_->timer = loop_->schedule(timeout, [s = self()] {
         if (s->connecting_) {
           s->connect_timed_out_ = true;
-          s->loop_->cancel(s->connect_op_);
+          s->loop_->cancel(s->connecting_->op);
         }
       });
     }
@@ -127,11 +127,10 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
 }
 
 void LoopSocketChannel::on_connected(std::error_code ec) {
-  connecting_ = false;
-  connect_op_ = {};
-  connect_timer_.cancel();
-  auto promise = std::move(connect_promise_);
-  connect_promise_ = ChannelPromise();
+  auto connecting = std::move(connecting_);
+  if (!connecting) return;
+  connecting->timer.cancel();
+  ChannelPromise promise = std::move(connecting->promise);
   if (!fd_.valid()) {
     promise.try_failure(transport::Errc::channel_closed);
     return;
@@ -422,9 +421,9 @@ void LoopSocketChannel::do_close() noexcept {
   if (abort_on_close_) {
     detail::set_socket_option(fd_.get(), StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
   }
-  connect_timer_.cancel();
   if (connecting_) {
-    connect_promise_.try_failure(transport::Errc::channel_closed);  // its listeners run later
+    connecting_->timer.cancel();
+    connecting_->promise.try_failure(transport::Errc::channel_closed);  // its listeners run later
   }
   close_through_loop();
 }

@@ -2,6 +2,7 @@
 #include <niox/transport/transport_error.hpp>
 
 #include <algorithm>
+#include <new>
 
 namespace niox {
 
@@ -65,16 +66,29 @@ void OutboundBuffer::decrement_pending(std::size_t n, bool notify) {
   }
 }
 
+void OutboundBuffer::RareDelete::operator()(Rare* r) const noexcept {
+  r->~Rare();
+  detail::CachedObjectAllocator<Rare>().deallocate(r, 1);
+}
+
+OutboundBuffer::Rare& OutboundBuffer::rare() {
+  if (!rare_) {
+    Rare* r = detail::CachedObjectAllocator<Rare>().allocate(1);
+    rare_.reset(new (r) Rare());
+  }
+  return *rare_;
+}
+
 void OutboundBuffer::pop_front(std::error_code cause) {
   // Unlink first: the promise and the writability listener may lead to new writes.
   Entry e = std::move(entries_.front());
   entries_.pop_front();
   --flushed_;
   if (in_flight_ && cause) {
-    keep_alive_.push_back(std::move(e.msg));
+    rare().keep_alive.push_back(std::move(e.msg));
   }
   if (entries_.empty() && !in_flight_) {
-    scratch_ = ByteBuffer();  // nothing waits: the block goes back to the pool
+    rare_.reset();  // nothing waits: the scratch block goes back to the pool
   }
   if (cause) {
     e.promise.try_failure(cause);
@@ -128,15 +142,18 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   // One array per thread, not per connection (16 KiB each, held while idle): every caller
   // copies the iovecs into its write before it gathers again.
   thread_local std::vector<iovec> iovecs(max_iovecs_per_call);
-  if (coalesce_threshold_ != 0 && scratch_.capacity() == 0) {
-    scratch_ = ByteBuffer::allocate(std::max(default_scratch_size, 2 * coalesce_threshold_));
+  std::span<std::byte> scratch;
+  if (coalesce_threshold_ != 0) {
+    ByteBuffer& s = rare().scratch;
+    if (s.capacity() == 0) {
+      s = ByteBuffer::allocate(std::max(default_scratch_size, 2 * coalesce_threshold_));
+    }
+    s.clear();
+    scratch = s.writable_bytes();
   }
-  scratch_.clear();
 
-  GatherBuilder builder(
-      std::span<iovec>(iovecs.data(), max_iovecs), max_bytes_,
-      coalesce_threshold_ != 0 ? scratch_.writable_bytes() : std::span<std::byte>(),
-      coalesce_threshold_);
+  GatherBuilder builder(std::span<iovec>(iovecs.data(), max_iovecs), max_bytes_, scratch,
+                        coalesce_threshold_);
   for (std::size_t i = 0; i < flushed_; ++i) {
     auto* b = entries_[i].msg.get_if<ByteBuffer>();
     if (b == nullptr) {
@@ -155,7 +172,7 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
 
 void OutboundBuffer::remove_bytes(std::size_t n) {
   in_flight_ = false;
-  keep_alive_.clear();
+  if (rare_) rare_->keep_alive.clear();
   while (flushed_ != 0) {
     Entry& e = entries_.front();
     if (auto* b = e.msg.get_if<ByteBuffer>()) {
@@ -190,9 +207,10 @@ void OutboundBuffer::remove_bytes(std::size_t n) {
 
 void OutboundBuffer::gather_done() noexcept {
   in_flight_ = false;
-  keep_alive_.clear();
   if (entries_.empty()) {
-    scratch_ = ByteBuffer();
+    rare_.reset();
+  } else if (rare_) {
+    rare_->keep_alive.clear();
   }
 }
 

@@ -311,6 +311,72 @@ TEST_P(AsyncSocketTest, NoAllocationPerOperationOnceWarm) {
   EXPECT_EQ(sync_wait(body()), 0u);
 }
 
+// receive(): the loop brings the buffer when bytes arrive; it comes back ready to read, at most
+// max_bytes, empty at end of stream; a cancelled receive drops its buffer and the next one gets
+// the bytes; once warm, receive and write rounds (and the round's coroutine frame) allocate
+// nothing from operator new.
+TEST_P(AsyncSocketTest, ReceiveBringsItsBufferWhenBytesArrive) {
+  auto body = [&]() -> Task<std::size_t> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer abc = test::text("abc");
+    co_await b.write(abc);
+    ByteBuffer got = co_await a.receive(64);
+    EXPECT_EQ(got.position(), 0u);
+    EXPECT_EQ(text_of(got.duplicate().position(got.limit())), "abc");
+
+    ByteBuffer ten = test::text("0123456789");
+    co_await b.write(ten);
+    std::string all;
+    while (all.size() < 10) {
+      ByteBuffer part = co_await a.receive(4);
+      EXPECT_LE(part.remaining(), 4u);
+      EXPECT_GT(part.remaining(), 0u);
+      all += text_of(part.duplicate().position(part.limit()));
+    }
+    EXPECT_EQ(all, "0123456789");
+
+    auto receiver = [&]() -> Task<int> {
+      co_await a.receive(64);
+      co_return 0;
+    };
+    auto sleeper = [&]() -> Task<int> {
+      co_await sleep_for(loop(), 5ms);
+      co_return 1;
+    };
+    std::vector<Task<int>> racers;
+    racers.push_back(receiver());
+    racers.push_back(sleeper());
+    auto [index, value] = co_await when_any(std::move(racers));
+    EXPECT_EQ(index, 1u);
+    ByteBuffer z = test::text("z");
+    co_await b.write(z);
+    ByteBuffer after = co_await a.receive(64);
+    EXPECT_EQ(after.remaining(), 1u);
+
+    ByteBuffer out = ByteBuffer::allocate(128);
+    auto round = [&]() -> Task<void> {
+      out.clear();
+      co_await b.write(out);
+      std::size_t n = 0;
+      while (n < 128) n += (co_await a.receive(4096)).remaining();
+    };
+    for (int i = 0; i < 200; ++i) co_await round();  // warms the pools and caches
+    test::allocations = 0;
+    test::counting = true;  // this thread: the loop's, where every operation runs
+    for (int i = 0; i < 1000; ++i) co_await round();
+    test::counting = false;
+    const std::size_t allocations = test::allocations;
+
+    b.shutdown_output();
+    std::error_code ec;
+    ByteBuffer end = co_await a.receive(64, ec);
+    EXPECT_FALSE(ec);
+    EXPECT_FALSE(end.has_remaining());  // empty: end of stream
+    co_return allocations;
+  };
+  EXPECT_EQ(sync_wait(body()), 0u);
+}
+
 // 5,000 connection tasks at once: 10,000 descriptors in this process, each client task
 // connecting, writing and reading its echo concurrently with all the others.
 TEST_P(AsyncSocketTest, FiveThousandConcurrentConnectionTasks) {

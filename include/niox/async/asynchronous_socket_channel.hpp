@@ -25,7 +25,9 @@
 // Buffers: the operation holds a copy of each ByteBuffer (sharing its memory) until the kernel
 // has let go of it, also after a cancel or the coroutine's destruction; the caller's buffers'
 // positions advance by exactly the bytes moved, when the co_await returns. Memory from
-// ByteBuffer::wrap() is the caller's to keep alive until the operation has ended.
+// ByteBuffer::wrap() is the caller's to keep alive until the operation has ended. receive()
+// brings no buffer: the loop takes one when bytes arrive, so a connection waiting in it holds
+// none (the form for servers with many idle connections).
 //
 // Descriptors: a channel owns its socket (a FileDescriptor) and closes it through its loop:
 // close() on the loop thread, or the destructor from any thread (it hands the close to the
@@ -91,6 +93,18 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
           return static_cast<Result>(s.n);
         });
   }
+  auto receive_op(std::size_t max_bytes, std::error_code* ec) {
+    return detail::loop_operation<ByteBuffer>(
+        fd_.loop(), "receive", ec,
+        [fd = fd_.get(), max_bytes](EventLoop& loop,
+                                    const std::shared_ptr<detail::LoopOpState>& st) {
+          return loop.receive(fd, max_bytes, [st](std::error_code e, std::size_t n, ByteBuffer b) {
+            b.flip();
+            st->complete(e, n, std::move(b));
+          });
+        },
+        [](detail::LoopOpState& s) { return s.into ? std::move(*s.into) : ByteBuffer(); });
+  }
 
  public:
   // An unconnected non-blocking socket of `family` on `loop`. Throws std::system_error.
@@ -117,6 +131,13 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
   // fewer than remaining is normal), 0 if dst has no room, -1 at end of stream.
   auto read(ByteBuffer& dst) { return stream_op<true>({&dst, 1}, nullptr); }
   auto read(ByteBuffer& dst, std::error_code& ec) { return stream_op<true>({&dst, 1}, &ec); }
+  // co_await receive(max_bytes): up to max_bytes (> 0) that arrived, in a buffer the loop took
+  // when they did (its buffer ring or pool), ready to read (position 0, limit the count); an
+  // empty buffer at end of stream. Nothing is held while the socket waits: the form for
+  // connections that are mostly idle. The caller owns the returned buffer; its memory goes back
+  // to the loop's ring or pool when the last view of it is released.
+  auto receive(std::size_t max_bytes) { return receive_op(max_bytes, nullptr); }
+  auto receive(std::size_t max_bytes, std::error_code& ec) { return receive_op(max_bytes, &ec); }
   // Scattering: fills the buffers in order (one readv).
   auto read(std::span<ByteBuffer> dsts) { return stream_op<true>(dsts, nullptr); }
   auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return stream_op<true>(dsts, &ec); }

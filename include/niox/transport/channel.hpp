@@ -52,6 +52,7 @@
 #include <niox/transport/outbound_buffer.hpp>
 
 #include <any>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -144,8 +145,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
   const std::optional<SocketAddress>& remote_address() const noexcept { return remote_; }
 
-  // Completes when the channel has closed (always successfully).
-  ChannelFuture close_future() const noexcept { return close_promise_.future(); }
+  // Completes when the channel has closed (always successfully). Its state is made by the
+  // first call (most channels are never asked), from any thread.
+  ChannelFuture close_future() const;
 
   // ---- Outbound operations through the whole pipeline (any thread) ------------------------
   ChannelFuture write(Message msg);
@@ -253,9 +255,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   Id id_;
   ChannelConfig config_;
   OutboundBuffer outbound_;
-  ChannelPromise close_promise_;
+  // close_future()'s state once asked for; completed by the close.
+  mutable std::atomic<std::shared_ptr<detail::PromiseState>> close_state_;
   ChannelPromise shutdown_promise_;
-  bool closed_ = false;
+  // Read by close_future() on any thread; written on the loop thread.
+  std::atomic<bool> closed_{false};
   bool in_flush_ = false;
   bool write_pending_ = false;
   bool output_shutdown_pending_ = false;

@@ -46,7 +46,7 @@ struct PromiseState {
   std::error_code cause;
   // The first listener kept apart: most promises get one at most, and so need no vector. The
   // others' vector is behind a pointer so that the state fits the cache's 128-byte class
-  // (every channel keeps one for its close future).
+  // (a channel keeps one for its close future once asked for it).
   Listener first;
   std::unique_ptr<std::vector<Listener>> more;
 
@@ -210,6 +210,10 @@ class ChannelPromise : public ChannelFuture {
   }
 
  private:
+  friend class Channel;  // makes its close promise on first use, over a state it keeps
+  explicit ChannelPromise(std::shared_ptr<detail::PromiseState> state) noexcept
+      : ChannelFuture(std::move(state)) {}
+
   bool complete(std::error_code cause) {
     if (!state_) {
       return true;

@@ -151,8 +151,9 @@ class ChannelPipeline {
   void destroy() noexcept;
 
   Channel* channel_;
-  std::unique_ptr<ChannelHandlerContext> head_owner_;
-  std::unique_ptr<ChannelHandlerContext> tail_owner_;
+  // Inside the pipeline, not beside it: every connection has both, for life.
+  ChannelHandlerContext head_ctx_;
+  ChannelHandlerContext tail_ctx_;
   ChannelHandlerContext* head_;
   ChannelHandlerContext* tail_;
   std::vector<std::unique_ptr<ChannelHandlerContext>> contexts_;  // user contexts, any order

@@ -153,13 +153,16 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool writing_ = false;    // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
-  bool connecting_ = false;
   bool connect_timed_out_ = false;
   std::size_t write_attempted_ = 0;
   AdaptiveRecvBufferAllocator::Handle recv_;
-  ChannelPromise connect_promise_;
-  OperationHandle connect_op_;
-  ScheduledFuture connect_timer_;
+  // Only while a connect is pending: an accepted channel never has one.
+  struct Connecting {
+    ChannelPromise promise;
+    OperationHandle op;
+    ScheduledFuture timer;
+  };
+  std::unique_ptr<Connecting> connecting_;
 };
 
 class LoopServerSocketChannel final : public AbstractLoopSocketChannel {

@@ -41,6 +41,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <system_error>
 #include <vector>
@@ -182,22 +183,31 @@ class OutboundBuffer {
     std::size_t size_ = 0;
   };
 
+  // What only coalescing and a failure while in flight need: made then from the thread's block
+  // cache, given back once nothing waits, so an idle connection carries none of it.
+  struct Rare {
+    ByteBuffer scratch;               // coalesced tiny pieces; from the pool while bytes wait
+    std::vector<Message> keep_alive;  // messages failed while in flight
+  };
+  struct RareDelete {
+    void operator()(Rare* r) const noexcept;
+  };
+
   void pop_front(std::error_code cause);
   void decrement_pending(std::size_t n, bool notify);
+  Rare& rare();
 
   EntryQueue entries_;
   std::size_t flushed_ = 0;
   std::size_t pending_bytes_ = 0;
   bool writable_ = true;
+  bool in_flight_ = false;  // a gather was handed out and not yet reported
   WriteBufferWaterMark mark_;
   std::size_t hard_limit_ = default_hard_limit;
   std::size_t max_bytes_ = max_bytes_per_call;
   std::size_t coalesce_threshold_ = 0;
   WritabilityListener listener_;
-
-  ByteBuffer scratch_;               // coalesced tiny pieces; from the pool while bytes wait
-  bool in_flight_ = false;           // a gather was handed out and not yet reported
-  std::vector<Message> keep_alive_;  // messages failed while in flight
+  std::unique_ptr<Rare, RareDelete> rare_;
 };
 
 }  // namespace niox

@@ -30,6 +30,7 @@
 #include <stop_token>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace niox::detail {
@@ -45,12 +46,23 @@ struct LoopOpState {
   std::size_t n = 0;
   FileDescriptor fd;                       // accept: the new connection
   TransferPath path = TransferPath::copy;  // transfers: the kernel path that moved the bytes
+  ByteBuffer* into = nullptr;              // receive: the awaiter's slot for the buffer
 
   // From the operation's handler, on the loop thread.
   void complete(std::error_code e, std::size_t count) noexcept {
     ec = e;
     n = count;
     if (!claimed.exchange(true, std::memory_order_acq_rel)) resume_soon(h);
+  }
+  // receive's handler: the buffer goes into the awaiter only by whoever claims it (once the
+  // destructor claimed it, the frame may be gone and the buffer is dropped here).
+  void complete(std::error_code e, std::size_t count, ByteBuffer&& b) noexcept {
+    ec = e;
+    n = count;
+    if (!claimed.exchange(true, std::memory_order_acq_rel)) {
+      if (into) *into = std::move(b);
+      resume_soon(h);
+    }
   }
   // Cancels the operation from any thread: at once on the loop's (a timeout's timer, a frame
   // destroyed there), else through the loop's queue; a no-op once the operation completed (its
@@ -107,6 +119,7 @@ class LoopOperation {
     }
     state_ = std::allocate_shared<LoopOpState>(CachedObjectAllocator<LoopOpState>());
     state_->h = h;
+    if constexpr (std::is_same_v<R, ByteBuffer>) state_->into = &received_;
     state_->loop = loop_;
     state_->link = loop_->link();
     if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{state_});
@@ -169,6 +182,10 @@ class LoopOperation {
   std::shared_ptr<LoopOpState> state_;
   std::optional<std::stop_callback<OnStop>> stop_;
   std::error_code early_;
+  struct Nothing {};
+  // A receive's buffer, handed over by the handler that claimed the state.
+  [[no_unique_address]] std::conditional_t<std::is_same_v<R, ByteBuffer>, ByteBuffer, Nothing>
+      received_;
 };
 
 template <class R, class Start, class Finish>
