@@ -378,7 +378,8 @@ class LoadGen {
         ++total_msgs_;
         if (measuring_ && !stopping_) {
           ++win_msgs_;
-          auto t0 = churn_ ? c.connect_time : c.send_time[m % static_cast<std::uint64_t>(o_.inflight)];
+          auto t0 =
+              churn_ ? c.connect_time : c.send_time[m % static_cast<std::uint64_t>(o_.inflight)];
           hist_.record(static_cast<std::uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count()));
         }
