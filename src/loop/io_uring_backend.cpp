@@ -160,7 +160,23 @@ io_uring_sqe* IoUringBackend::get_sqe() {
   return sqe;
 }
 
+bool IoUringBackend::waits_without_buffer(Operation& op) {
+  if (!op.family->sqe_select || !op.fd_is_socket || !op.bufs.empty() || !op.poll_first) {
+    return false;
+  }
+  if (recv_ring_ && !op.no_ring) {
+    if (recv_ring_->available() > recv_ring_->entries() / 4) return false;  // a ring receive
+    AtomicCounters::add(core_.stats().ring_fallbacks, 1);
+    op.no_ring = true;
+  }
+  return true;
+}
+
 void IoUringBackend::start(Operation& op) {
+  if (waits_without_buffer(op)) {
+    arm_poll(op);
+    return;
+  }
   io_uring_sqe sqe;
   if (!fill(op, sqe)) {
     op.bstate = BackendState::ready;
@@ -172,7 +188,9 @@ void IoUringBackend::start(Operation& op) {
 
 bool IoUringBackend::prep(Operation& op) {
   io_uring_sqe sqe;
-  if (op.bstate == BackendState::poll || !fill(op, sqe)) return arm_poll(op);
+  if (op.bstate == BackendState::poll || waits_without_buffer(op) || !fill(op, sqe)) {
+    return arm_poll(op);
+  }
   return queue(op, sqe);
 }
 

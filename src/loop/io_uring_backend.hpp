@@ -50,6 +50,11 @@ class IoUringBackend final : public Backend {
   bool prep(Operation& op);  // false: no SQE, parked in the backlog
   bool queue(Operation& op, const io_uring_sqe& prepared);
   bool arm_poll(Operation& op);
+  // A receive on a drained socket that the buffer ring cannot serve (no ring, or too few
+  // buffers left): a recv SQE would hold a pooled buffer for as long as the socket stays quiet,
+  // so it waits for readiness instead and its syscall attempt takes the buffer when bytes are
+  // there. An idle connection then holds no receive buffer with or without the ring.
+  bool waits_without_buffer(Operation& op);
   bool arm_internal(unsigned which);
   void reap();
   void handle(std::uint64_t user_data, int res, unsigned flags);

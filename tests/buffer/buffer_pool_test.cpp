@@ -168,3 +168,36 @@ TEST(BufferPool, AReleasedBlockIsPoisonedUnderAddressSanitizer) {
   });
 #endif
 }
+
+// outstanding counts the pool's buffers still held, wherever they are released: views do not
+// count again, unpooled buffers not at all.
+TEST(BufferPool, OutstandingCountsHeldBuffersReleasedOnAnyThread) {
+  on_new_thread([] {
+    BufferPool& pool = BufferPool::for_this_thread();
+    EXPECT_EQ(pool.stats().outstanding, 0u);
+    ByteBuffer a = pool.allocate(100);
+    ByteBuffer b = pool.allocate(5000);
+    ByteBuffer big = pool.allocate(BufferPool::max_class_size + 1);
+    ByteBuffer view = a.slice();
+    EXPECT_EQ(pool.stats().outstanding, 2u);
+    a = ByteBuffer();
+    EXPECT_EQ(pool.stats().outstanding, 2u) << "a view still holds the block";
+    view = ByteBuffer();
+    EXPECT_EQ(pool.stats().outstanding, 1u);
+    std::thread([moved = std::move(b)]() mutable { moved = ByteBuffer(); }).join();
+    EXPECT_EQ(pool.stats().outstanding, 0u);
+  });
+}
+
+// A buffer may outlive the thread whose pool made it: its release afterwards is still counted
+// against that pool's (orphaned) count and frees it (LeakSanitizer watches).
+TEST(BufferPool, ABufferOutlivesItsPoolsThread) {
+  ByteBuffer kept;
+  std::thread([&kept] {
+    kept = BufferPool::for_this_thread().allocate(300);
+    kept.put_int(7);
+  }).join();
+  EXPECT_EQ(kept.get_int(0), 7);
+  kept = ByteBuffer();
+  EXPECT_EQ(BufferPool::for_this_thread().stats().outstanding, 0u);
+}

@@ -19,7 +19,9 @@
 // hold what an earlier user of the block left there. Read only what was written.
 //
 // Threads: call allocate() and stats() on the pool of the calling thread (for_this_thread());
-// buffers may be passed to and released on any thread.
+// buffers may be passed to and released on any thread. The outstanding count is the one
+// figure kept across threads (an atomic per pool, touched once per allocate and release); it
+// outlives the pool's thread as long as one of its buffers does.
 #pragma once
 
 #include <niox/buffer/byte_buffer.hpp>
@@ -44,6 +46,10 @@ class BufferPool {
     // Free blocks this thread's cache holds now, all classes (the cache also keeps the buffers'
     // shared_ptr control blocks and other small objects of the library).
     std::size_t cached_bytes = 0;
+    // Buffers this thread's pool handed out whose memory is still held: by a buffer or any view
+    // of it, on any thread (released ones are counted as they go, wherever that is). What a
+    // server holds while its connections are idle, which should be nothing.
+    std::uint64_t outstanding = 0;
   };
 
   BufferPool(const BufferPool&) = delete;
@@ -66,6 +72,13 @@ class BufferPool {
   std::uint64_t reused_ = 0;
   std::uint64_t unpooled_ = 0;
 };
+
+namespace detail {
+// Not API: how many buffers of one thread's pool are alive. Created with the thread's first
+// pooled allocation; freed by the thread at exit, or, if buffers are still alive then, by the
+// release of the last of them.
+struct PoolOutstanding;
+}  // namespace detail
 
 namespace detail {
 

@@ -231,7 +231,8 @@ class EventLoop final : public Executor {
   // kernel picks one of the loop's buffer ring (Options::receive_ring_entries) when the bytes
   // arrive, and its capacity is the ring's buffer size. A ring running low (under a quarter
   // left, while handlers hold the rest) or absent makes a receive bring a pooled buffer to its
-  // recv instead. The handler owns the buffer, wherever it came from: a ring buffer goes back
+  // recv instead, and one on a socket its last read drained waits for readiness first, so
+  // that no pooled buffer waits in the kernel for a quiet socket. The handler owns the buffer, wherever it came from: a ring buffer goes back
   // to the ring when its last view is released, on any thread. max_bytes == 0 reads nothing
   // and completes at once.
   template <class H>
