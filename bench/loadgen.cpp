@@ -83,13 +83,16 @@ struct Options {
 
 void usage() {
   std::fputs(
-      "usage: niox-loadgen --port N [--host 127.0.0.1] [--workload echo-small|echo-bulk|latency]\n"
+      "usage: niox-loadgen --port N [--host 127.0.0.1]\n"
+      "                    [--workload echo-small|echo-bulk|latency|churn]\n"
       "                    [--duration S | --messages N] [--warmup S] [--conns N] [--size BYTES]\n"
       "                    [--inflight N] [--server-pid PID] [--seed N] [--stall-timeout S] "
       "[--json]\n"
       "workloads: echo-small = 64 conns x 128 B x 16 in flight; echo-bulk = 16 conns x 16 KiB x "
       "4;\n"
-      "           latency = 1 conn x 64 B x 1 (ping-pong)\n"
+      "           latency = 1 conn x 64 B x 1 (ping-pong);\n"
+      "           churn = 16 conns, each connects, echoes one 64 B message and closes, again\n"
+      "           and again (a message is a connection: msgs_per_s is connections/s)\n"
       "Every echoed byte is verified; exit 2 = corrupted data, 3 = early close or stall, 1 = "
       "error.\n",
       stderr);
@@ -151,6 +154,10 @@ Options parse(int argc, char** argv) {
     conns = 1;
     size = 64;
     inflight = 1;
+  } else if (o.workload == "churn") {
+    conns = 16;
+    size = 64;
+    inflight = 1;
   } else
     die(kExitError, "unknown workload '%s'", o.workload.c_str());
   if (o.conns == 0) o.conns = conns;
@@ -163,6 +170,7 @@ Options parse(int argc, char** argv) {
   if (o.conns < 1 || o.inflight < 1 || o.size < 1 || o.size > (64u << 20))
     die(kExitError, "bad --conns/--inflight/--size");
   if (o.messages == 0 && !(o.duration > 0)) die(kExitError, "--duration must be > 0");
+  if (o.workload == "churn" && o.inflight != 1) die(kExitError, "churn sends one message");
   if (o.warmup < 0) o.warmup = 0;
   return o;
 }
@@ -182,11 +190,12 @@ struct Conn {
   std::uint64_t out_off = 0;
   std::size_t out_pos = 0;  // next byte of `out` to write
   bool want_out = false;
+  Clock::time_point connect_time;  // churn: when this connection's connect() was called
 };
 
 class LoadGen {
  public:
-  explicit LoadGen(Options o) : o_(std::move(o)) {}
+  explicit LoadGen(Options o) : o_(std::move(o)), churn_(o_.workload == "churn") {}
 
   int run() {
     connect_all();
@@ -219,7 +228,8 @@ class LoadGen {
         if (events[i].events & EPOLLOUT) flush(c);
       }
     }
-    for (auto& c : conns_) close(c.fd);
+    for (auto& c : conns_)
+      if (c.fd >= 0) close(c.fd);
     close(ep_);
     report();
     return 0;
@@ -239,6 +249,8 @@ class LoadGen {
     std::string port = std::to_string(o_.port);
     if (int rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res); rc != 0)
       die(kExitError, "bad --host '%s': %s", o_.host.c_str(), gai_strerror(rc));
+    std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
+    addr_len_ = res->ai_addrlen;
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) die(kExitError, "epoll_create1: %s", std::strerror(errno));
     conns_.resize(static_cast<std::size_t>(o_.conns));
@@ -252,6 +264,7 @@ class LoadGen {
       setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
       c.key = splitmix64(o_.seed * 0x100000001b3ULL + i);
+      c.connect_time = Clock::now();
       c.send_time.resize(static_cast<std::size_t>(o_.inflight));
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -365,17 +378,54 @@ class LoadGen {
         ++total_msgs_;
         if (measuring_ && !stopping_) {
           ++win_msgs_;
-          auto t0 = c.send_time[m % static_cast<std::uint64_t>(o_.inflight)];
+          auto t0 =
+              churn_ ? c.connect_time : c.send_time[m % static_cast<std::uint64_t>(o_.inflight)];
           hist_.record(static_cast<std::uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count()));
         }
+        if (churn_) break;  // the one message is back
         queue_message(c);
         queued_more = true;
+      }
+      if (churn_ && c.received == c.queued) {
+        reconnect(c);
+        return;
       }
       if (len < rbuf_.size()) break;  // drained: save a recv that would say EAGAIN
     }
     if (queued_more) flush(c);
     if (o_.messages != 0 && !stopping_ && total_msgs_ >= o_.messages) stop_window(Clock::now());
+  }
+
+  // churn: the connection's message is back; close it (the client closes first, so the
+  // TIME_WAIT is the client's: loopback reuses it, net.ipv4.tcp_tw_reuse) and open the next,
+  // unless the run is stopping. Each connection's stream has its own key.
+  void reconnect(Conn& c) {
+    close(c.fd);  // also leaves the epoll set
+    c.fd = -1;
+    if (stopping_ || (o_.messages != 0 && total_queued_ >= o_.messages)) return;
+    auto index = static_cast<std::size_t>(&c - conns_.data());
+    c.key = splitmix64(o_.seed * 0x100000001b3ULL + conns_.size() * ++generation_ + index);
+    c.queued = c.sent = c.received = 0;
+    c.out.clear();
+    c.out_off = 0;
+    c.out_pos = 0;
+    c.want_out = false;
+    c.connect_time = Clock::now();
+    c.fd = socket(addr_.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c.fd < 0) die(kExitError, "socket: %s", std::strerror(errno));
+    if (connect(c.fd, reinterpret_cast<const sockaddr*>(&addr_), addr_len_) != 0 &&
+        errno != EINPROGRESS)
+      die(kExitError, "connect %s:%d: %s", o_.host.c_str(), o_.port, std::strerror(errno));
+    int one = 1;
+    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = static_cast<std::uint32_t>(index);
+    if (epoll_ctl(ep_, EPOLL_CTL_ADD, c.fd, &ev) != 0)
+      die(kExitError, "epoll_ctl: %s", std::strerror(errno));
+    queue_message(c);
+    flush(c);  // EAGAIN while the handshake is on: EPOLLOUT then
   }
 
   void report() {
@@ -421,6 +471,10 @@ class LoadGen {
   }
 
   Options o_;
+  bool churn_;
+  sockaddr_storage addr_{};
+  socklen_t addr_len_ = 0;
+  std::uint64_t generation_ = 0;
   int ep_ = -1;
   std::vector<Conn> conns_;
   std::vector<unsigned char> rbuf_ = std::vector<unsigned char>(256 * 1024);

@@ -19,6 +19,14 @@ bool is_server_option(std::string_view name) noexcept {
          name == "--tls-cert" || name == "--tls-key";
 }
 
+bool parse_server_flag(std::string_view arg, ServerOptions& o) noexcept {
+  if (arg == "--reuseport") {
+    o.reuseport = true;
+    return true;
+  }
+  return false;
+}
+
 OptionResult parse_server_option(std::string_view name, std::string_view value, ServerOptions& o,
                                  std::string& error) {
   if (name == "--port") {
@@ -76,6 +84,9 @@ std::string server_options_usage(const ServerOptions& d, std::size_t column, boo
                                  ")");
   out += line("--backend B", std::string("auto, io_uring or epoll (default: ") +
                                  std::string(to_string(d.backend)) + ")");
+  out += line("--reuseport", "each event loop listens on the port itself (SO_REUSEPORT) and");
+  out += line("", "keeps what it accepts; IP addresses only (default: one thread");
+  out += line("", "accepts and hands connections to the event loops)");
   out += line("--tls-cert FILE", "PEM certificate chain: serve TLS 1.2/1.3 (needs --tls-key)");
   out += line("--tls-key FILE", "PEM private key of --tls-cert");
   return out;
@@ -151,7 +162,7 @@ int run_server(const ServerProgram& p) {
     worker_options.loop.backend = o.backend;
     EventLoopGroup workers(worker_options);
     std::unique_ptr<EventLoopGroup> acceptor;
-    if (p.own_acceptor) {
+    if (p.own_acceptor && !o.reuseport) {
       EventLoopGroup::Options acceptor_options;
       acceptor_options.threads = 1;
       acceptor_options.loop.backend = o.backend;
@@ -165,6 +176,9 @@ int run_server(const ServerProgram& p) {
       b.group(workers);
     }
     b.option(channel_option::so_backlog, 1024);
+    if (o.reuseport) {
+      b.option(channel_option::listener_per_loop, true);
+    }
     if (p.configure) {
       p.configure(b, workers);
     }

@@ -1,5 +1,5 @@
 // What every example server does around its pipeline: the --port/--bind/--threads/--backend
-// options, the start-up checks, listening, printing the bound address, and stopping cleanly on
+// options and the --reuseport flag, the start-up checks, listening, printing the bound address, and stopping cleanly on
 // SIGINT or SIGTERM.
 //
 //   ServerOptions common;                       // defaults per program
@@ -38,6 +38,9 @@ struct ServerOptions {
   BackendKind backend = BackendKind::automatic;
   std::string tls_cert;  // PEM certificate chain: with tls_key, the server speaks TLS
   std::string tls_key;
+  // One SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop) instead of an
+  // accepting thread handing connections to the workers.
+  bool reuseport = false;
 };
 
 enum class OptionResult { not_mine, ok, invalid };
@@ -45,8 +48,12 @@ enum class OptionResult { not_mine, ok, invalid };
 // Whether `name` is one of the options parse_server_option() takes.
 bool is_server_option(std::string_view name) noexcept;
 
-// Takes --port, --bind, --threads, --backend, --tls-cert and --tls-key into `o`; not_mine for any other name. invalid
-// sets `error` ("invalid --port '70000': expected 0-65535").
+// Takes the flags (options without a value: --reuseport) into `o`; false for any other
+// argument.
+bool parse_server_flag(std::string_view arg, ServerOptions& o) noexcept;
+
+// Takes --port, --bind, --threads, --backend, --tls-cert and --tls-key into `o`; not_mine for
+// any other name. invalid sets `error` ("invalid --port '70000': expected 0-65535").
 OptionResult parse_server_option(std::string_view name, std::string_view value, ServerOptions& o,
                                  std::string& error);
 

@@ -8,7 +8,7 @@ namespace niox::echo {
 
 std::string usage() {
   return "usage: niox-echo-server [--port P] [--bind ADDR] [--threads N] "
-         "[--backend auto|io_uring|epoll]\n"
+         "[--backend auto|io_uring|epoll] [--reuseport]\n"
          "\n"
          "Echoes every byte it receives, through a niox transport pipeline.\n"
          "\n" +
@@ -28,6 +28,9 @@ ParseResult parse_args(const std::vector<std::string>& args) {
     if (reader.is_help()) {
       r.help = true;
       return r;
+    }
+    if (examples::parse_server_flag(reader.arg(), o)) {
+      continue;
     }
     if (!examples::is_server_option(reader.name())) {
       r.error = reader.unknown();

@@ -32,6 +32,9 @@ std::optional<FileServerOptions> parse_file_server_args(std::span<const std::str
       o.help = true;
       continue;
     }
+    if (examples::parse_server_flag(reader.arg(), o)) {
+      continue;
+    }
     const std::string_view name = reader.name();
     const bool known = examples::is_server_option(name) || name == "--root" ||
                        name == "--max-header-bytes" || name == "--idle-timeout";

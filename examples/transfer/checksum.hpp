@@ -62,8 +62,10 @@ std::uint64_t checksum_file(ChecksumAlgorithm algorithm, int fd, std::uint64_t o
 // mapping of up to 64 MiB that it keeps between calls, starting on a 2 MiB boundary of the file:
 // a file whose page cache holds large folios (one read from disk, or written in large pieces)
 // is then mapped a folio, or a whole PMD, at a time instead of a 4 KiB page at a time, and the
-// per-chunk mmap/munmap of a sender or receiver that hashes 1 MiB at a time is gone. Where the
-// file cannot be mapped it reads with pread through a 256 KiB buffer (fits in L2).
+// per-chunk mmap/munmap of a sender or receiver that hashes 1 MiB at a time is gone. Each range
+// is populated (MADV_POPULATE_READ) just before it is hashed: one call maps it, and a file that
+// is not cached is read from disk with readahead rather than a fault at a time. Where the file
+// cannot be mapped it reads with pread through a 256 KiB buffer (fits in L2).
 //
 // A file that shrinks while it is mapped is an io_error, not a SIGBUS: a process-wide SIGBUS
 // handler is installed on first use for that (any other SIGBUS keeps its default action).
@@ -90,6 +92,7 @@ class FileHasher {
 
  private:
   bool map_window(int fd, std::uint64_t offset) noexcept;
+  void populate(std::size_t at, std::size_t len) noexcept;
   bool covers(int fd, std::uint64_t offset) const noexcept {
     return map_ != nullptr && fd == fd_ && offset >= map_offset_ &&
            offset - map_offset_ < map_length_;

@@ -139,7 +139,10 @@ LoopCore::~LoopCore() {
   backend_.reset();
   if (leak_in_backend_) {
     for (auto& owned : ops_) {
-      if (owned->in_kernel()) (void)owned.release();
+      if (!owned->in_kernel()) continue;
+      // The kernel may still write into its iovecs, msghdr or address.
+      if (owned->side) (void)sides_[owned->side->index].release();
+      (void)owned.release();
     }
   }
   timer_fd_.reset();
@@ -158,28 +161,50 @@ Operation* LoopCore::acquire() {
     // One buffer's room: most operations move one, and every pending receive (one per idle
     // connection) is one of these. More grow on first use and stay with the pooled operation.
     op->bufs.reserve(1);
-    op->iov.resize(1);
-    op->accepted.reserve(1);  // a single accept's connection, whichever pooled op it runs on
     ops_.push_back(std::move(owned));
   }
   ++live_ops_;
   return op;
 }
 
+OpSide* LoopCore::acquire_side() {
+  OpSide* side = free_sides_;
+  if (side) {
+    free_sides_ = side->next_free;
+    side->next_free = nullptr;
+    return side;
+  }
+  auto owned = std::make_unique<OpSide>();
+  side = owned.get();
+  side->index = static_cast<std::uint32_t>(sides_.size());
+  side->iov.resize(2);
+  side->accepted.reserve(1);  // a single accept's connection, whichever side block it runs on
+  sides_.push_back(std::move(owned));
+  return side;
+}
+
+void LoopCore::recycle_side(OpSide* side) noexcept {
+  side->accepted.clear();  // never handed over: no handler, no loop has used them
+  side->addrlen = 0;
+  side->deferred_res = 0;
+  side->next_free = free_sides_;
+  free_sides_ = side;
+}
+
 void LoopCore::recycle(Operation* op) noexcept {
   op->fn.reset();
   op->bufs.clear();
-  op->accepted.clear();  // never handed over: no handler, no loop has used them
+  if (op->side) recycle_side(op->side);
+  op->side = nullptr;
+  op->iov = {&op->one_iov, 1};
   op->ec.clear();
   op->move_to(OpState::free);
   op->in_completed = op->connect_started = false;
   op->bstate = BackendState::none;
   op->lane = Lane::none;
   op->done = 0;
-  op->deferred_res = 0;
   op->value = 0;
   op->ticks = 0;
-  op->addrlen = 0;
   op->fd = op->fd_out = op->home_fd = -1;
   if (++op->generation == 0) op->generation = 1;
   op->lane_next = free_;
@@ -271,7 +296,6 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   op->fd = a.fd;
   op->fd_out = a.fd_out;
   op->offset = a.offset;
-  op->offset_out = a.offset_out;
   op->length = a.length;
   op->events = a.events;
   op->more = a.more;
@@ -280,7 +304,12 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
     op->bufs.push_back(std::move(*a.single));
   else
     op->bufs.assign(a.many.begin(), a.many.end());
-  if (a.address) op->addrlen = a.address->to_native(op->addr);
+  if (family.side == SideUse::always ||
+      (family.side == SideUse::many_buffers && op->bufs.size() > 1)) {
+    op->side = acquire_side();
+    op->side->offset_out = a.offset_out;
+    if (a.address) op->side->addrlen = a.address->to_native(op->side->addr);
+  }
   OperationHandle h{op->index, op->generation};
 
   if (shutting_down_) {
@@ -435,14 +464,16 @@ std::size_t LoopCore::run_completions() {
       c.ec = op->ec;
       c.bytes = op->done;
       c.value = op->value;
-      if (!op->accepted.empty()) {  // a single accept's connection (multishot hands its own)
-        c.fd = std::move(op->accepted.front());
-        op->accepted.clear();
-      }
       c.buffers = std::span<ByteBuffer>(op->bufs);
-      if (!op->ec && op->addrlen > 0) {  // recvmsg: the sender (the others' handlers ignore it)
-        c.peer = &op->addr;
-        c.peer_len = op->addrlen;
+      if (OpSide* side = op->side) {
+        if (!side->accepted.empty()) {  // a single accept's connection (multishot hands its own)
+          c.fd = std::move(side->accepted.front());
+          side->accepted.clear();
+        }
+        if (!op->ec && side->addrlen > 0) {  // recvmsg: the sender (others ignore it)
+          c.peer = &side->addr;
+          c.peer_len = side->addrlen;
+        }
       }
       invoke_guarded(op->fn, c);
       AtomicCounters::add(stats_.ops_completed, 1);

@@ -99,6 +99,8 @@ class LoopCore {
 
   Operation* acquire();
   void recycle(Operation* op) noexcept;
+  OpSide* acquire_side();
+  void recycle_side(OpSide* side) noexcept;
   FdState& fd_state(int fd);
   void link(Operation* op);
   void unlink(Operation* op) noexcept;
@@ -117,6 +119,9 @@ class LoopCore {
   std::unique_ptr<Backend> backend_;
   std::vector<std::unique_ptr<Operation>> ops_;
   Operation* free_ = nullptr;
+  // Apart from ops_, as many as operations that needed one were ever live at once.
+  std::vector<std::unique_ptr<OpSide>> sides_;
+  OpSide* free_sides_ = nullptr;
   std::size_t live_ops_ = 0;
   std::vector<FdState> fds_;
   std::vector<Operation*> to_start_, starting_;

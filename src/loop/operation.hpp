@@ -8,6 +8,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <sys/socket.h>
@@ -47,6 +48,23 @@ struct OpList {
   Operation* pop_front() noexcept;
 };
 
+// What only some families use (the many-buffer iovecs, a msghdr, an address, accepted
+// descriptors, the transfer engine), in a block of its own that the core pools apart from the
+// operations: a pending receive, the operation every idle connection holds, does not carry it.
+// Kept across reuse with its capacity (iovecs, the engine's copy buffer).
+struct OpSide {
+  std::uint32_t index = 0;  // in the core's pool
+  OpSide* next_free = nullptr;
+  std::vector<iovec> iov;
+  msghdr msg{};
+  sockaddr_storage addr{};
+  socklen_t addrlen = 0;
+  std::vector<FileDescriptor> accepted;  // connections not yet handed to the handler
+  std::int64_t offset_out = -1;
+  long deferred_res = 0;    // multishot: the error to report once the kernel has stopped
+  TransferEngine transfer;  // transfer_to, transfer_from (its copy buffer kept across reuse)
+};
+
 struct Operation {
   std::uint32_t index = 0;
   std::uint32_t generation = 1;
@@ -65,24 +83,20 @@ struct Operation {
   int fd_out = -1;
   // Whose lanes and close() it belongs to (fd_out for transfer_to); -1: detached.
   int home_fd = -1;
-  std::int64_t offset = -1;
-  std::int64_t offset_out = -1;
-  std::size_t length = 0;
   int events = 0;
   int value = 0;
-  std::size_t done = 0;   // bytes moved so far
-  long deferred_res = 0;  // multishot: the error to report once the kernel has stopped
+  int iovcnt = 0;
+  unsigned ticks = 0;  // periodic timer: firings not yet handed to the handler
+  std::int64_t offset = -1;
+  std::size_t length = 0;
+  std::size_t done = 0;  // bytes moved so far
   std::error_code ec;
 
   std::vector<ByteBuffer> bufs;  // capacity kept across reuse
-  std::vector<iovec> iov;
-  int iovcnt = 0;
-  msghdr msg{};
-  sockaddr_storage addr{};
-  socklen_t addrlen = 0;
-  std::vector<FileDescriptor> accepted;  // connections not yet handed to the handler
-  unsigned ticks = 0;                    // periodic timer: firings not yet handed to the handler
-  TransferEngine transfer;  // transfer_to, transfer_from (its copy buffer kept across reuse)
+  // The iovecs of the next attempt: one_iov, or the side block's for many buffers.
+  std::span<iovec> iov{&one_iov, 1};
+  iovec one_iov{};
+  OpSide* side = nullptr;  // the families that need one (OpFamily::side)
 
   std::chrono::steady_clock::time_point deadline{};
   std::chrono::nanoseconds period{};

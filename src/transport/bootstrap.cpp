@@ -3,7 +3,11 @@
 
 #include "transport/log.hpp"
 
+#include <atomic>
 #include <stdexcept>
+#include <vector>
+
+#include <sys/socket.h>
 
 namespace niox {
 
@@ -100,20 +104,16 @@ BootstrapFuture Bootstrap::connect(const SocketAddress& remote) const {
   return BootstrapFuture(promise.future(), ch);
 }
 
-BootstrapFuture ServerBootstrap::bind(const SocketAddress& local) const {
-  if (boss_ == nullptr || worker_ == nullptr) {
-    throw std::logic_error("ServerBootstrap::bind: no group set");
-  }
-  if (!child_handler_) {
-    throw std::logic_error("ServerBootstrap::bind: no child handler set");
-  }
-  EventLoop& loop = boss_->next();
-  EventLoopGroup* worker = worker_;
-  auto server =
-      LoopServerSocketChannel::create(loop, [worker]() -> EventLoop& { return worker->next(); });
-  ChannelPromise promise = server->new_promise();
-  loop.execute([server, local, promise, options = options_, child_options = child_options_,
-                handler = handler_, child_handler = child_handler_]() mutable {
+namespace {
+
+// Sets up `server`'s pipeline and binds it, on its loop; `promise` says how.
+void listen_on(const std::shared_ptr<LoopServerSocketChannel>& server, EventLoop& loop,
+               const SocketAddress& local, ChannelOptions options, ChannelOptions child_options,
+               std::shared_ptr<ChannelHandler> handler,
+               std::shared_ptr<ChannelHandler> child_handler, ChannelPromise promise) {
+  loop.execute([server, local, promise, options = std::move(options),
+                child_options = std::move(child_options), handler = std::move(handler),
+                child_handler = std::move(child_handler)]() mutable {
     try {
       if (handler) {
         server->pipeline().add_last(handler);
@@ -127,7 +127,91 @@ BootstrapFuture ServerBootstrap::bind(const SocketAddress& local) const {
     }
     server->bind(local, options, promise);
   });
+}
+
+}  // namespace
+
+BootstrapFuture ServerBootstrap::bind(const SocketAddress& local) const {
+  if (boss_ == nullptr || worker_ == nullptr) {
+    throw std::logic_error("ServerBootstrap::bind: no group set");
+  }
+  if (!child_handler_) {
+    throw std::logic_error("ServerBootstrap::bind: no child handler set");
+  }
+  if (options_.listener_per_loop.value_or(false)) {
+    return bind_per_loop(local);
+  }
+  EventLoop& loop = boss_->next();
+  EventLoopGroup* worker = worker_;
+  auto server =
+      LoopServerSocketChannel::create(loop, [worker]() -> EventLoop& { return worker->next(); });
+  ChannelPromise promise = server->new_promise();
+  listen_on(server, loop, local, options_, child_options_, handler_, child_handler_, promise);
   return BootstrapFuture(promise.future(), server);
+}
+
+BootstrapFuture ServerBootstrap::bind_per_loop(const SocketAddress& local) const {
+  using Listeners = std::vector<std::shared_ptr<LoopServerSocketChannel>>;
+  Listeners listeners;
+  for (std::size_t i = 0; i < worker_->size(); ++i) {
+    // No chooser: a listener's connections stay on its loop.
+    listeners.push_back(LoopServerSocketChannel::create(worker_->loop(i), {}));
+  }
+  std::shared_ptr<LoopServerSocketChannel> first = listeners.front();
+  ChannelPromise all = first->new_promise();
+  if (local.family() == AF_UNIX) {
+    all.try_failure(std::make_error_code(std::errc::address_family_not_supported));
+    return BootstrapFuture(all.future(), first);
+  }
+  ChannelOptions options = options_;
+  options.set(channel_option::so_reuseport, true);
+
+  // The others close when the first does. Only they are captured: the first's own close
+  // promise holding the first would keep it alive for ever.
+  Listeners others(listeners.begin() + 1, listeners.end());
+  first->close_future().add_listener([others](const std::error_code&) {
+    for (const auto& l : others) {
+      l->close();
+    }
+  });
+
+  auto fail = [listeners, all](const std::error_code& ec) mutable {
+    if (all.try_failure(ec)) {
+      for (const auto& l : listeners) {
+        l->close();
+      }
+    }
+  };
+  ChannelPromise first_bound = first->new_promise();
+  first_bound.future().add_listener([=, this_options = options, child_options = child_options_,
+                                     handler = handler_, child_handler = child_handler_](
+                                        const std::error_code& ec) mutable {
+    if (ec) {
+      fail(ec);
+      return;
+    }
+    if (others.empty()) {
+      all.try_success();
+      return;
+    }
+    // Port 0 was resolved by the first listener: the others take the same one.
+    const SocketAddress bound = *first->local_address();
+    auto left = std::make_shared<std::atomic<std::size_t>>(others.size());
+    for (const auto& l : others) {
+      ChannelPromise p = l->new_promise();
+      p.future().add_listener([left, all, fail](const std::error_code& ec) mutable {
+        if (ec) {
+          fail(ec);
+        } else if (left->fetch_sub(1) == 1) {
+          all.try_success();
+        }
+      });
+      listen_on(l, l->event_loop(), bound, this_options, child_options, handler, child_handler, p);
+    }
+  });
+  listen_on(first, first->event_loop(), local, options, child_options_, handler_, child_handler_,
+            first_bound);
+  return BootstrapFuture(all.future(), first);
 }
 
 }  // namespace niox

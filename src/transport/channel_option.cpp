@@ -35,6 +35,7 @@ void ChannelOptions::merge(const ChannelOptions& o) {
   take(write_buffer_hard_limit, o.write_buffer_hard_limit);
   take(connect_timeout, o.connect_timeout);
   take(allow_half_closure, o.allow_half_closure);
+  take(listener_per_loop, o.listener_per_loop);
 }
 
 std::error_code ChannelOptions::apply_to_socket(int fd, int family) const noexcept {

@@ -4,6 +4,7 @@
 #include <niox/channels/server_socket_channel.hpp>
 
 #include "echo_program.hpp"
+#include "support/listening_sockets.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -40,6 +41,10 @@ TEST(EchoServerArgs, DefaultsAndEveryOption) {
   EXPECT_EQ(r.options->threads, 3u);
   EXPECT_EQ(r.options->backend, BackendKind::epoll);
   EXPECT_TRUE(echo::parse_args({"--help"}).help);
+  EXPECT_FALSE(r.options->reuseport);
+  r = echo::parse_args({"--reuseport", "--threads", "2"});
+  ASSERT_TRUE(r.options) << r.error;
+  EXPECT_TRUE(r.options->reuseport);
 }
 
 TEST(EchoServerArgs, RejectsBadValuesWithAReason) {
@@ -91,6 +96,33 @@ TEST_P(EchoServerProgram, EchoesEveryByteAndStopsCleanlyOnSigterm) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), 4);
   EXPECT_EQ(finish(*server_, SIGTERM), 0);
+}
+
+// --reuseport: each of the 4 loops listens on the port itself, and every connection, wherever
+// the kernel sent it, gets its bytes back.
+TEST_P(EchoServerProgram, ReuseportListensOnEveryLoopAndEchoesEveryConnection) {
+  std::uint16_t port = start(NIOX_ECHO_SERVER_PROGRAM, {"--threads", "4", "--reuseport"});
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(test::listening_sockets_on(port), 4);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      try {
+        for (int c = 0; c < 16; ++c) {
+          auto data = test::pseudo_random_bytes(64 << 10, 100 * i + c);
+          test::PeerSocket peer(InetSocketAddress::loopback_v4(port));
+          if (peer.exchange(data, data.size()) == data) ++ok;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "client " << i << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 64);
+  EXPECT_EQ(finish(*server_, SIGTERM), 0);
+  EXPECT_EQ(test::listening_sockets_on(port), 0);
 }
 
 TEST_P(EchoServerProgram, AnAddressInUseIsAnErrorWithStatusOne) {

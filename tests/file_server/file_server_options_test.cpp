@@ -22,6 +22,7 @@ TEST(FileServerOptions, Defaults) {
   EXPECT_EQ(o->threads, 0u);
   EXPECT_EQ(o->idle_timeout_seconds, 60.0);
   EXPECT_FALSE(o->help);
+  EXPECT_FALSE(o->reuseport);
 }
 
 TEST(FileServerOptions, AllOptionsBothSpellings) {
@@ -39,6 +40,8 @@ TEST(FileServerOptions, AllOptionsBothSpellings) {
   EXPECT_EQ(o->idle_timeout_seconds, 2.5);
   EXPECT_TRUE(parse({"--help"}, error)->help);
   EXPECT_NE(file_server_usage().find("--root DIR"), std::string::npos);
+  EXPECT_NE(file_server_usage().find("--reuseport"), std::string::npos);
+  EXPECT_TRUE(parse({"--reuseport", "--port", "0"}, error)->reuseport);
 }
 
 TEST(FileServerOptions, ClearErrors) {

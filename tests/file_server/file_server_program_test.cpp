@@ -3,6 +3,7 @@
 #include "http_fields.hpp"
 #include "support/backends.hpp"
 #include "support/child_process.hpp"
+#include "support/listening_sockets.hpp"
 
 #include <niox/base/file_descriptor.hpp>
 #include "temp_tree.hpp"
@@ -262,6 +263,17 @@ TEST_P(FileServerProgramTest, ServesAPageAndALargeFile) {
   auto big = http_exchange(port_, get("/big.bin"));
   EXPECT_EQ(status_line(big), "HTTP/1.1 200 OK");
   EXPECT_TRUE(body_of(big) == big_) << "large body differs, " << body_of(big).size() << " bytes";
+}
+
+// --reuseport: one listener per loop on the same port, and each of many connections served.
+TEST_P(FileServerProgramTest, ReuseportListensOnEveryLoopAndServesEveryConnection) {
+  restart({"--threads", "4", "--reuseport"});
+  EXPECT_EQ(niox::test::listening_sockets_on(port_), 4);
+  for (int i = 0; i < 32; ++i) {
+    auto r = http_exchange(port_, get("/docs/a.txt"));
+    ASSERT_EQ(status_line(r), "HTTP/1.1 200 OK") << "request " << i;
+    EXPECT_EQ(body_of(r), "0123456789abcdefghij");
+  }
 }
 
 TEST_P(FileServerProgramTest, HeadHasNoBody) {

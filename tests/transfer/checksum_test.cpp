@@ -130,6 +130,26 @@ TEST_P(ChecksumTest, RangesAcrossWindowsOfAGrowingFile) {
   EXPECT_EQ(ec, std::errc::io_error);  // one byte past the end
 }
 
+// A file dropped from the page cache (cold: each range is read from disk as it is hashed, the
+// mapping populated ahead of the hash) hashes to the bytes written, in any chunking.
+TEST_P(ChecksumTest, FileDroppedFromThePageCacheHashesTheSame) {
+  niox::FileDescriptor file = niox::test::loop_temp_file();
+  const int fd = file.get();
+  ASSERT_TRUE(file.valid());
+  const auto data = pattern(5 * 1024 * 1024 + 4097);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  FileHasher hasher;
+  Checksum h(GetParam());
+  std::error_code ec;
+  for (std::size_t at = 0; at < data.size(); at += 1024 * 1024 - 1) {
+    hasher.update(h, fd, at, std::min<std::size_t>(1024 * 1024 - 1, data.size() - at), ec);
+    ASSERT_FALSE(ec) << at;
+  }
+  EXPECT_EQ(h.digest(), in_memory(GetParam(), data));
+}
+
 // Something that is not a regular file cannot be mapped and falls back to pread: a pipe gives
 // pread's error.
 TEST_P(ChecksumTest, APipeIsAnErrorNotAWrongChecksum) {

@@ -236,6 +236,24 @@ TEST_P(TransferProgramTest, VerifiedTransfer) {
   EXPECT_TRUE(out_.read("data.bin") == body);
 }
 
+// The input read from disk during the transfer (written back and dropped from the page cache
+// first): the sender reads it ahead of what it hashes and sends; every byte arrives verified.
+TEST_P(TransferProgramTest, FileDroppedFromThePageCacheArrivesVerified) {
+  auto body = pattern(9 * 1024 * 1024 + 321, 7);
+  in_.write("cold.bin", body);
+  {
+    niox::FileDescriptor f(::open((in_ / "cold.bin").c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(f.valid());
+    ASSERT_EQ(::fdatasync(f.get()), 0);
+    ASSERT_EQ(::posix_fadvise(f.get(), 0, 0, POSIX_FADV_DONTNEED), 0);
+  }
+  auto s = sender(in_ / "cold.bin");
+  EXPECT_EQ(s->wait(), 0) << s->read_stderr();
+  EXPECT_EQ(receiver_->wait(), 0) << receiver_->read_stderr();
+  ASSERT_EQ(out_.list(), std::vector<std::string>{"cold.bin"});
+  EXPECT_TRUE(out_.read("cold.bin") == body);
+}
+
 TEST_P(TransferProgramTest, SenderGoneMidBodyLeavesNothing) {
   auto body = pattern(4 * 1024 * 1024, 2);
   auto fd = connect_to(port_);

@@ -11,6 +11,12 @@
 //   BootstrapFuture bound = sb.bind(InetSocketAddress::loopback_v4(0));
 //   bound.sync();   // waits; throws BlockingOperationException on a loop thread
 //
+// One listener per worker loop (nginx's `reuseport`, what Netty's epoll transport users build by
+// hand): with option(channel_option::listener_per_loop, true), bind() opens one SO_REUSEPORT
+// listening socket on every worker loop, all on the same port; the kernel spreads the
+// connections over them and each loop keeps what it accepts, so no boss loop hands them out
+// (the boss group is not used). IP addresses only.
+//
 // A bootstrap may be reused and copied. Channels may outlive their groups (their operations
 // then fail with channel_closed, see channel.hpp).
 // handler()/child_handler() instances are added to every channel created, so they must be
@@ -124,9 +130,17 @@ class ServerBootstrap {
 
   // Binds and listens. The channel is a LoopServerSocketChannel (channel()->local_address()
   // tells the port once done). Throws std::logic_error without a group or a child handler.
+  //
+  // With listener_per_loop the channel is the first worker loop's listener: it binds first (so
+  // port 0 picks the port the others then share), the future completes once every listener
+  // listens or fails with the first error (every listener then closed), and closing that
+  // channel closes the others (each through its own loop, after the first's close completed).
+  // Every listener runs the handler() given here in its own pipeline.
   BootstrapFuture bind(const SocketAddress& local) const;
 
  private:
+  BootstrapFuture bind_per_loop(const SocketAddress& local) const;
+
   EventLoopGroup* boss_ = nullptr;
   EventLoopGroup* worker_ = nullptr;
   ChannelOptions options_;

@@ -8,7 +8,7 @@
 // The socket options are Netty's names for rows of the one option table, StandardSocketOptions
 // (channels/socket_options.hpp; any of its rows may be set here too). They are applied when the
 // socket is created (or accepted), each only where its row applies: on a Unix-domain socket
-// TCP_NODELAY, TCP_NOTSENT_LOWAT, SO_REUSEADDR and SO_KEEPALIVE are skipped. The other options
+// TCP_NODELAY, TCP_NOTSENT_LOWAT, SO_REUSEADDR, SO_REUSEPORT and SO_KEEPALIVE are skipped. The other options
 // (a ChannelOption<T>) name one field of ChannelOptions. Unset options keep the kernel's or the
 // channel's default.
 #pragma once
@@ -40,6 +40,9 @@ struct ChannelOptions {
   std::optional<std::size_t> write_buffer_hard_limit;
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<bool> allow_half_closure;
+  // ServerBootstrap only: one SO_REUSEPORT listener per worker loop instead of one boss loop
+  // handing connections out (see bootstrap.hpp).
+  std::optional<bool> listener_per_loop;
 
   template <class T, class V>
   void set(const SocketOption<T>& option, V&& value) {
@@ -75,6 +78,9 @@ inline constexpr const SocketOption<int>& tcp_notsent_lowat =
     StandardSocketOptions::tcp_notsent_lowat;
 inline constexpr const SocketOption<bool>& tcp_nodelay = StandardSocketOptions::tcp_nodelay;
 inline constexpr const SocketOption<bool>& so_reuseaddr = StandardSocketOptions::so_reuseaddr;
+// SO_REUSEPORT: several sockets may listen on one port and the kernel spreads connections
+// over them. listener_per_loop sets it on its listeners itself.
+inline constexpr const SocketOption<bool>& so_reuseport = StandardSocketOptions::so_reuseport;
 inline constexpr const SocketOption<bool>& so_keepalive = StandardSocketOptions::so_keepalive;
 inline constexpr const SocketOption<int>& so_sndbuf = StandardSocketOptions::so_sndbuf;
 inline constexpr const SocketOption<int>& so_rcvbuf = StandardSocketOptions::so_rcvbuf;
@@ -89,6 +95,9 @@ inline constexpr ChannelOption<std::size_t> write_buffer_hard_limit{
 inline constexpr ChannelOption<std::chrono::milliseconds> connect_timeout{
     &ChannelOptions::connect_timeout};
 inline constexpr ChannelOption<bool> allow_half_closure{&ChannelOptions::allow_half_closure};
+// A ServerBootstrap option: each worker loop gets its own listening socket on the bound port
+// (SO_REUSEPORT), accepts there and keeps what it accepts; the boss group is not used.
+inline constexpr ChannelOption<bool> listener_per_loop{&ChannelOptions::listener_per_loop};
 }  // namespace channel_option
 
 }  // namespace niox

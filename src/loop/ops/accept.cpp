@@ -1,6 +1,6 @@
 // The accept family: one connection, or (multishot) one per connection until stopped; epoll
 // accepts until EAGAIN on each readiness edge. The new descriptors are non-blocking and
-// O_CLOEXEC; the operation holds them in Operation::accepted until the handler takes them, and
+// O_CLOEXEC; the operation holds them in its OpSide::accepted until the handler takes them, and
 // those it never hands over close with it.
 #include "loop/ops/family.hpp"
 
@@ -19,7 +19,7 @@ long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, a
 
 void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
   if (res >= 0) {
-    op.accepted.emplace_back(static_cast<int>(res));
+    op.side->accepted.emplace_back(static_cast<int>(res));
     core.push_completed(&op);
     if (!more) {
       if (op.state == OpState::cancelling) return core.finish(&op, operation_aborted());
@@ -31,18 +31,19 @@ void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
     // An error the kernel would keep the multishot armed after (EMFILE...): stop it, and
     // report this error once the final CQE says the kernel let go.
     if (op.state != OpState::cancelling) {
-      op.deferred_res = res;
+      op.side->deferred_res = res;
       core.abort(&op);
     }
     return;
   }
-  if (op.deferred_res < 0) return core.finish(&op, errno_code(op.deferred_res));
+  if (op.side->deferred_res < 0) return core.finish(&op, errno_code(op.side->deferred_res));
   finish_with(core, op, res);
 }
 
 }  // namespace
 
 const OpFamily accept_family{.lane = Lane::accept,
+                             .side = SideUse::always,
                              .wait_for = wait_in,
                              .edge = edge_in,
                              .sqe = accept_sqe,
@@ -54,33 +55,35 @@ const OpFamily accept_family{.lane = Lane::accept,
                                  if (op.state == OpState::cancelling)
                                    res = -ECANCELED;
                                  else
-                                   op.accepted.push_back(std::move(fd));
+                                   op.side->accepted.push_back(std::move(fd));
                                }
                                finish_with(core, op, res);
                              }};
 
-const OpFamily accept_multishot_family{.lane = Lane::accept,
-                                       .multishot = true,
-                                       .wait_for = wait_in,
-                                       .edge = edge_in,
-                                       .sqe =
-                                           [](io_uring_sqe& sqe, Operation& op) {
-                                             io_uring_prep_multishot_accept(&sqe, op.fd, nullptr,
-                                                                            nullptr, accept_flags);
-                                           },
-                                       .attempt = accept_attempt,
-                                       .result = multishot_result,
-                                       .interim =
-                                           [](LoopCore& core, Operation& op) {
-                                             std::size_t n = 0;
-                                             Completion c;
-                                             for (; n < op.accepted.size(); ++n) {
-                                               c = Completion{};
-                                               c.fd = std::move(op.accepted[n]);
-                                               core.hand(op, c);
-                                             }
-                                             op.accepted.clear();
-                                             return n;
-                                           }};
+const OpFamily accept_multishot_family{
+    .lane = Lane::accept,
+    .side = SideUse::always,
+    .multishot = true,
+    .wait_for = wait_in,
+    .edge = edge_in,
+    .sqe =
+        [](io_uring_sqe& sqe, Operation& op) {
+          io_uring_prep_multishot_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
+        },
+    .attempt = accept_attempt,
+    .result = multishot_result,
+    .interim =
+        [](LoopCore& core, Operation& op) {
+          std::size_t n = 0;
+          Completion c;
+          std::vector<FileDescriptor>& accepted = op.side->accepted;
+          for (; n < accepted.size(); ++n) {
+            c = Completion{};
+            c.fd = std::move(accepted[n]);
+            core.hand(op, c);
+          }
+          accepted.clear();
+          return n;
+        }};
 
 }  // namespace niox::detail

@@ -6,18 +6,20 @@
 namespace niox::detail {
 
 const OpFamily connect_family{
+    .side = SideUse::always,
     .wait_for = wait_out,
     // Until ::connect was issued there is no edge to wait for: the first attempt issues it.
     .edge = [](const Operation& op) { return op.connect_started ? POLLOUT : 0; },
     .sqe =
         [](io_uring_sqe& sqe, Operation& op) {
-          io_uring_prep_connect(&sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.addr),
-                                op.addrlen);
+          io_uring_prep_connect(&sqe, op.fd, reinterpret_cast<const sockaddr*>(&op.side->addr),
+                                op.side->addrlen);
         },
     .attempt = [](Operation& op) -> long {
       if (!op.connect_started) {
         op.connect_started = true;
-        if (::connect(op.fd, reinterpret_cast<const sockaddr*>(&op.addr), op.addrlen) == 0)
+        if (::connect(op.fd, reinterpret_cast<const sockaddr*>(&op.side->addr), op.side->addrlen) ==
+            0)
           return 0;
         if (errno == EINPROGRESS) errno = EAGAIN;
         return -1;

@@ -20,8 +20,12 @@ namespace niox::detail {
 // The io_uring offset of "the descriptor's current position".
 inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 
+// Which operations of a family carry an OpSide block.
+enum class SideUse : std::uint8_t { never, many_buffers, always };
+
 struct OpFamily {
   Lane lane = Lane::none;
+  SideUse side = SideUse::never;
   int descriptors = 1;            // 0: a timer; 2: in and out, and it belongs to out
   bool belongs_to_input = false;  // of two descriptors, it is the input's (a stream it reads)
   bool fills_buffers = false;     // read-only buffers are refused at start
@@ -110,17 +114,25 @@ inline void finish_with(LoopCore& core, Operation& op, long res, bool = false) n
 // buffers' remaining bytes or room; false when there are none.
 inline bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
   std::size_t want = std::min(op.bufs.size(), max_iovecs_per_call);
-  if (op.iov.size() < want) op.iov.resize(want);
-  std::span<iovec> out(op.iov.data(), want);
+  if (want <= 1) {
+    op.iov = {&op.one_iov, 1};
+  } else {
+    std::vector<iovec>& room = op.side->iov;  // many buffers: the family has its side block
+    if (room.size() < want) room.resize(want);
+    op.iov = room;
+  }
+  std::span<iovec> out = op.iov.first(want);
   op.iovcnt =
       static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
   if (!reading && op.iovcnt > 1) {
     AtomicCounters::add(core.stats().gathering_writes, 1);
     AtomicCounters::add(core.stats().gathered_buffers, op.iovcnt);
   }
-  op.msg = msghdr{};
-  op.msg.msg_iov = op.iov.data();
-  op.msg.msg_iovlen = static_cast<std::size_t>(op.iovcnt);
+  if (op.side) {
+    op.side->msg = msghdr{};
+    op.side->msg.msg_iov = op.iov.data();
+    op.side->msg.msg_iovlen = static_cast<std::size_t>(op.iovcnt);
+  }
   return op.iovcnt > 0;
 }
 

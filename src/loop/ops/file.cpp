@@ -10,6 +10,7 @@ namespace {
 template <bool Reading>
 constexpr OpFamily at_offset() {
   return {
+      .side = SideUse::many_buffers,
       .fills_buffers = Reading,
       .keeps_blocking = true,
       .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, Reading); },

@@ -9,44 +9,47 @@ namespace niox::detail {
 
 const OpFamily recvmsg_family{
     .lane = Lane::read,
+    .side = SideUse::always,
     .fills_buffers = true,
     .prepare =
         [](LoopCore& core, Operation& op) {
           prepare_iovecs(core, op, true);
-          op.msg.msg_name = &op.addr;
-          op.msg.msg_namelen = sizeof(op.addr);
+          op.side->msg.msg_name = &op.side->addr;
+          op.side->msg.msg_namelen = sizeof(op.side->addr);
           return true;
         },
     .wait_for = wait_in,
     .edge = edge_in,
-    .sqe = [](io_uring_sqe& sqe, Operation& op) { io_uring_prep_recvmsg(&sqe, op.fd, &op.msg, 0); },
-    .attempt = [](Operation& op) -> long { return ::recvmsg(op.fd, &op.msg, 0); },
+    .sqe = [](io_uring_sqe& sqe,
+              Operation& op) { io_uring_prep_recvmsg(&sqe, op.fd, &op.side->msg, 0); },
+    .attempt = [](Operation& op) -> long { return ::recvmsg(op.fd, &op.side->msg, 0); },
     .result =
         [](LoopCore& core, Operation& op, long res, bool) {
           advance_by(core, op, res, true);
           if (res >= 0) {
-            op.value = op.msg.msg_flags;
-            op.addrlen = op.msg.msg_namelen;
+            op.value = op.side->msg.msg_flags;
+            op.side->addrlen = op.side->msg.msg_namelen;
           }
           finish_with(core, op, res);
         }};
 
 const OpFamily sendmsg_family{
     .lane = Lane::write,
+    .side = SideUse::always,
     .prepare =
         [](LoopCore& core, Operation& op) {
           prepare_iovecs(core, op, false);
-          if (op.addrlen > 0) {
-            op.msg.msg_name = &op.addr;
-            op.msg.msg_namelen = op.addrlen;
+          if (op.side->addrlen > 0) {
+            op.side->msg.msg_name = &op.side->addr;
+            op.side->msg.msg_namelen = op.side->addrlen;
           }
           return true;
         },
     .wait_for = wait_out,
     .edge = edge_out,
     .sqe = [](io_uring_sqe& sqe,
-              Operation& op) { io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, MSG_NOSIGNAL); },
-    .attempt = [](Operation& op) -> long { return ::sendmsg(op.fd, &op.msg, MSG_NOSIGNAL); },
+              Operation& op) { io_uring_prep_sendmsg(&sqe, op.fd, &op.side->msg, MSG_NOSIGNAL); },
+    .attempt = [](Operation& op) -> long { return ::sendmsg(op.fd, &op.side->msg, MSG_NOSIGNAL); },
     .result =
         [](LoopCore& core, Operation& op, long res, bool) {
           advance_by(core, op, res, false);

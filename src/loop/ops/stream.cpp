@@ -24,6 +24,7 @@ void record_drained(LoopCore& core, const Operation& op, long res, std::size_t a
 }  // namespace
 
 const OpFamily read_family{.lane = Lane::read,
+                           .side = SideUse::many_buffers,
                            .fills_buffers = true,
                            .prepare =
                                [](LoopCore& core, Operation& op) {
@@ -125,6 +126,7 @@ const OpFamily receive_family{
 
 const OpFamily write_family{
     .lane = Lane::write,
+    .side = SideUse::many_buffers,
     .prepare = [](LoopCore& core, Operation& op) { return prepare_iovecs(core, op, false); },
     .wait_for = wait_out,
     .edge = edge_out,
@@ -135,7 +137,7 @@ const OpFamily write_family{
           if (op.fd_is_socket && op.iovcnt == 1)
             io_uring_prep_send(&sqe, op.fd, v.iov_base, v.iov_len, send_flags);
           else if (op.fd_is_socket)
-            io_uring_prep_sendmsg(&sqe, op.fd, &op.msg, send_flags);
+            io_uring_prep_sendmsg(&sqe, op.fd, &op.side->msg, send_flags);
           else if (op.iovcnt == 1)
             io_uring_prep_write(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len),
                                 no_offset);
@@ -145,7 +147,7 @@ const OpFamily write_family{
     .attempt = [](Operation& op) -> long {
       const int flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
       const iovec& v = op.iov[0];
-      if (op.fd_is_socket && op.iovcnt > 1) return ::sendmsg(op.fd, &op.msg, flags);
+      if (op.fd_is_socket && op.iovcnt > 1) return ::sendmsg(op.fd, &op.side->msg, flags);
       if (op.fd_is_socket) return ::send(op.fd, v.iov_base, v.iov_len, flags);
       return op.iovcnt == 1 ? ::write(op.fd, v.iov_base, v.iov_len)
                             : ::writev(op.fd, op.iov.data(), op.iovcnt);

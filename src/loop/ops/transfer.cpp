@@ -25,15 +25,15 @@ template <TransferPaths Allowed>
 bool prepare(LoopCore& core, Operation& op) {
   if (op.state == OpState::queued) {  // its first attempt: plan it
     if (op.length == 0) return false;
-    op.transfer.start(op.fd, op.offset, op.fd_out, op.offset_out, op.length, Allowed,
-                      core.transfer_pipe(), Mode::loop);
+    op.side->transfer.start(op.fd, op.offset, op.fd_out, op.side->offset_out, op.length, Allowed,
+                            core.transfer_pipe(), Mode::loop);
   }
   return true;
 }
 
 // One step: the bytes it moved, or -1 with errno when it moved none and would block or failed.
 long attempt(Operation& op) {
-  const TransferStep s = op.transfer.step();
+  const TransferStep s = op.side->transfer.step();
   if (s.moved == 0 && s.outcome == TransferOutcome::would_block) {
     errno = EAGAIN;
     return -1;
@@ -47,7 +47,7 @@ long attempt(Operation& op) {
 
 template <bool Reading>
 void result(LoopCore& core, Operation& op, long res, bool) {
-  TransferEngine& t = op.transfer;
+  TransferEngine& t = op.side->transfer;
   if (t.moved() > op.done) {
     AtomicCounters::add(Reading ? core.stats().bytes_read : core.stats().bytes_written,
                         t.moved() - op.done);
@@ -72,18 +72,20 @@ void result(LoopCore& core, Operation& op, long res, bool) {
 
 const OpFamily transfer_to_family{
     .lane = Lane::write,
+    .side = SideUse::always,
     .descriptors = 2,
     .prepare = prepare<to_paths>,
-    .wait_for = [](const Operation& op) { return op.transfer.wait_for(); },
+    .wait_for = [](const Operation& op) { return op.side->transfer.wait_for(); },
     .attempt = attempt,
     .result = result<false>};
 
 const OpFamily transfer_from_family{
     .lane = Lane::read,
+    .side = SideUse::always,
     .descriptors = 2,
     .belongs_to_input = true,
     .prepare = prepare<all_transfer_paths>,
-    .wait_for = [](const Operation& op) { return op.transfer.wait_for(); },
+    .wait_for = [](const Operation& op) { return op.side->transfer.wait_for(); },
     .edge = edge_in,
     .attempt = attempt,
     .result = result<true>};

@@ -1,0 +1,193 @@
+// ServerBootstrap's two ways of accepting, on every backend: a boss loop handing connections
+// out, and one SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop).
+// Every connection is accepted exactly once, and no listener outlives close() or shutdown.
+#include <niox/transport/bootstrap.hpp>
+
+#include "../support/transport_sockets.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace niox;
+using namespace niox::test;
+
+namespace {
+
+class ListenerPerLoopTest : public DescriptorCheckedTest {};
+
+constexpr std::size_t kWorkers = 4;
+
+// What the server saw: how often each client id arrived, and on which worker loop.
+struct Accepted {
+  std::mutex mutex;
+  std::map<std::uint64_t, int> per_id;
+  std::vector<int> per_loop = std::vector<int>(kWorkers);
+};
+
+// Each connection sends its 8-byte id; the server records it with its loop and echoes it.
+void serve_ids(TestServer& server, const std::shared_ptr<Accepted>& seen) {
+  EventLoopGroup* workers = &server.workers();
+  server.bootstrap().child_handler(init([seen, workers](Channel& ch) {
+    auto h = std::make_shared<LambdaHandler>();
+    auto got = std::make_shared<std::vector<std::byte>>();
+    h->on_read = [seen, workers, got](ChannelHandlerContext& ctx, Message m) {
+      const ByteBuffer* b = m.get_if<ByteBuffer>();
+      ASSERT_NE(b, nullptr);
+      auto bytes = b->bytes();
+      got->insert(got->end(), bytes.begin(), bytes.end());
+      if (got->size() < 8) return;
+      std::uint64_t id;
+      std::memcpy(&id, got->data(), 8);
+      auto& loop = static_cast<LoopSocketChannel&>(ctx.channel()).event_loop();
+      {
+        std::lock_guard lock(seen->mutex);
+        ++seen->per_id[id];
+        for (std::size_t i = 0; i < kWorkers; ++i) {
+          if (&workers->loop(i) == &loop) ++seen->per_loop[i];
+        }
+      }
+      ctx.write_and_flush(Message(ByteBuffer::wrap(std::span<const std::byte>(*got)).duplicate()));
+      got->clear();
+    };
+    ch.pipeline().add_last(h);
+  }));
+}
+
+// `n` clients each send their id and wait for its echo; all stay connected until the end.
+void connect_clients(const SocketAddress& addr, std::uint64_t n) {
+  std::vector<std::unique_ptr<PeerSocket>> clients;
+  for (std::uint64_t id = 1; id <= n; ++id) {
+    clients.push_back(std::make_unique<PeerSocket>(addr));
+    std::byte b[8];
+    std::memcpy(b, &id, 8);
+    clients.back()->send_all(std::span<const std::byte>(b, 8));
+  }
+  for (std::uint64_t id = 1; id <= n; ++id) {
+    auto back = clients[id - 1]->recv_exact(8);
+    ASSERT_EQ(back.size(), 8u) << "client " << id << " got no answer";
+    std::uint64_t echoed;
+    std::memcpy(&echoed, back.data(), 8);
+    ASSERT_EQ(echoed, id);
+  }
+}
+
+void expect_each_accepted_once(Accepted& seen, std::uint64_t n) {
+  std::lock_guard lock(seen.mutex);
+  ASSERT_EQ(seen.per_id.size(), n);
+  for (const auto& [id, count] : seen.per_id) {
+    EXPECT_EQ(count, 1) << "connection " << id;
+  }
+}
+
+constexpr std::uint64_t kClients = 256;
+
+TEST_P(ListenerPerLoopTest, BossLoopAcceptsEachConnectionOnceWithOneListener) {
+  TestServer server(options(), kWorkers);
+  auto seen = std::make_shared<Accepted>();
+  serve_ids(server, seen);
+  const int before = open_fd_count();
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  EXPECT_EQ(open_fd_count(), before + 1);  // one listening socket
+  connect_clients(addr, kClients);
+  expect_each_accepted_once(*seen, kClients);
+}
+
+TEST_P(ListenerPerLoopTest, EachWorkerLoopListensAndAcceptsEachConnectionOnce) {
+  TestServer server(options(), kWorkers);
+  server.bootstrap().option(channel_option::listener_per_loop, true);
+  auto seen = std::make_shared<Accepted>();
+  serve_ids(server, seen);
+  const int before = open_fd_count();
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  EXPECT_NE(addr.inet().port(), 0);
+  EXPECT_EQ(open_fd_count(), before + static_cast<int>(kWorkers));  // one listener per loop
+  connect_clients(addr, kClients);
+  expect_each_accepted_once(*seen, kClients);
+  // The kernel hashes each connection to one of the listeners: with 256 connections over 4
+  // listeners every loop gets some (a loop left out has a chance of about 4 * 0.75^256).
+  std::lock_guard lock(seen->mutex);
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    EXPECT_GT(seen->per_loop[i], 0) << "worker loop " << i << " accepted nothing";
+  }
+}
+
+TEST_P(ListenerPerLoopTest, ClosingTheChannelClosesEveryListener) {
+  TestServer server(options(), kWorkers);
+  server.bootstrap().option(channel_option::listener_per_loop, true);
+  auto seen = std::make_shared<Accepted>();
+  serve_ids(server, seen);
+  const int before = open_fd_count();
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  connect_clients(addr, 16);
+  ASSERT_FALSE(await_for(server.channel()->close()));
+  // The other listeners close through their own loops once the first has: wait for that.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (open_fd_count() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(open_fd_count(), before) << "a listener (or connection) is still open";
+  FileDescriptor probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage ss{};
+  socklen_t len = addr.to_native(ss);
+  EXPECT_NE(::connect(probe.get(), reinterpret_cast<sockaddr*>(&ss), len), 0);
+  EXPECT_EQ(errno, ECONNREFUSED);
+}
+
+// The groups shut down with the listeners never closed by hand: DescriptorCheckedTest's
+// count after the test finds none of them left.
+TEST_P(ListenerPerLoopTest, ShutdownLeavesNoListenerOpen) {
+  EventLoopGroup workers(TestServer::group_options(options(), kWorkers));
+  ServerBootstrap sb;
+  sb.group(workers)
+      .option(channel_option::listener_per_loop, true)
+      .child_handler(
+          init([](Channel& ch) { ch.pipeline().add_last(std::make_shared<EchoHandler>()); }));
+  auto bound = sb.bind(InetSocketAddress::loopback_v4(0));
+  ASSERT_FALSE(await_for(bound));
+  PeerSocket client(*bound.channel()->local_address());
+  auto back = client.exchange(text_bytes("ping"), 4);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
+  client.close();
+  workers.shutdown_gracefully();
+  EXPECT_FALSE(bound.channel()->is_open());
+}
+
+TEST_P(ListenerPerLoopTest, PortTakenFailsTheBindAndLeavesNothingOpen) {
+  FileDescriptor taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(taken.get(), 1), 0);  // without SO_REUSEPORT: nobody may share the port
+  socklen_t len = sizeof a;
+  ::getsockname(taken.get(), reinterpret_cast<sockaddr*>(&a), &len);
+
+  TestServer server(options(), kWorkers);
+  server.bootstrap()
+      .option(channel_option::listener_per_loop, true)
+      .child_handler(init([](Channel&) {}));
+  const int before = open_fd_count();
+  auto bound = server.bootstrap().bind(InetSocketAddress::loopback_v4(ntohs(a.sin_port)));
+  EXPECT_EQ(await_for(bound), std::errc::address_in_use);
+  EXPECT_EQ(open_fd_count(), before);
+}
+
+TEST_P(ListenerPerLoopTest, UnixDomainAddressIsRefused) {
+  TestServer server(options(), 2);
+  server.bootstrap()
+      .option(channel_option::listener_per_loop, true)
+      .child_handler(init([](Channel&) {}));
+  TempDir dir;
+  auto bound =
+      server.bootstrap().bind(UnixDomainSocketAddress((dir.path() / "listen.sock").string()));
+  EXPECT_EQ(await_for(bound), std::errc::address_family_not_supported);
+}
+
+NIOX_INSTANTIATE_BACKENDS(ListenerPerLoopTest);
+
+}  // namespace
