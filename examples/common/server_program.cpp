@@ -15,7 +15,8 @@
 namespace niox::examples {
 
 bool is_server_option(std::string_view name) noexcept {
-  return name == "--port" || name == "--bind" || name == "--threads" || name == "--backend";
+  return name == "--port" || name == "--bind" || name == "--threads" || name == "--backend" ||
+         name == "--tls-cert" || name == "--tls-key";
 }
 
 bool parse_server_flag(std::string_view arg, ServerOptions& o) noexcept {
@@ -51,6 +52,12 @@ OptionResult parse_server_option(std::string_view name, std::string_view value, 
       return OptionResult::invalid;
     }
     o.backend = *b;
+  } else if (name == "--tls-cert" || name == "--tls-key") {
+    if (value.empty()) {
+      error = invalid_value(name, value, "empty path");
+      return OptionResult::invalid;
+    }
+    (name == "--tls-cert" ? o.tls_cert : o.tls_key) = value;
   } else {
     return OptionResult::not_mine;
   }
@@ -80,7 +87,30 @@ std::string server_options_usage(const ServerOptions& d, std::size_t column, boo
   out += line("--reuseport", "each event loop listens on the port itself (SO_REUSEPORT) and");
   out += line("", "keeps what it accepts; IP addresses only (default: one thread");
   out += line("", "accepts and hands connections to the event loops)");
+  out += line("--tls-cert FILE", "PEM certificate chain: serve TLS 1.2/1.3 (needs --tls-key)");
+  out += line("--tls-key FILE", "PEM private key of --tls-cert");
   return out;
+}
+
+std::optional<SslContext> server_tls_context(const ServerOptions& o, std::vector<std::string> alpn,
+                                             std::string& error) {
+  if (o.tls_cert.empty() && o.tls_key.empty()) {
+    return SslContext();
+  }
+  if (o.tls_cert.empty() || o.tls_key.empty()) {
+    error = "--tls-cert and --tls-key go together";
+    return std::nullopt;
+  }
+  std::error_code ec;
+  SslContext context = SslContextBuilder::for_server(Pem::file(o.tls_cert), Pem::file(o.tls_key))
+                           .application_protocols(std::move(alpn))
+                           .build(ec);
+  if (ec) {
+    error =
+        "cannot use --tls-cert " + o.tls_cert + " / --tls-key " + o.tls_key + ": " + ec.message();
+    return std::nullopt;
+  }
+  return context;
 }
 
 SocketAddress listen_address(const ServerOptions& o, bool allow_unix) {

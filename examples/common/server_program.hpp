@@ -15,12 +15,15 @@
 
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop_group.hpp>
+#include <niox/ssl/ssl_context.hpp>
 #include <niox/transport/bootstrap.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <csignal>
 #include <sys/stat.h>
@@ -33,6 +36,8 @@ struct ServerOptions {
   std::uint16_t port = 8080;     // 0 picks a free port (printed at start-up)
   unsigned threads = 0;          // worker event loops; 0: one per CPU
   BackendKind backend = BackendKind::automatic;
+  std::string tls_cert;  // PEM certificate chain: with tls_key, the server speaks TLS
+  std::string tls_key;
   // One SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop) instead of an
   // accepting thread handing connections to the workers.
   bool reuseport = false;
@@ -47,14 +52,20 @@ bool is_server_option(std::string_view name) noexcept;
 // argument.
 bool parse_server_flag(std::string_view arg, ServerOptions& o) noexcept;
 
-// Takes --port, --bind, --threads and --backend into `o`; not_mine for any other name. invalid
-// sets `error` ("invalid --port '70000': expected 0-65535").
+// Takes --port, --bind, --threads, --backend, --tls-cert and --tls-key into `o`; not_mine for
+// any other name. invalid sets `error` ("invalid --port '70000': expected 0-65535").
 OptionResult parse_server_option(std::string_view name, std::string_view value, ServerOptions& o,
                                  std::string& error);
 
 // The --help lines of the options above, aligned at `column`, with the program's defaults.
 std::string server_options_usage(const ServerOptions& defaults, std::size_t column,
                                  bool allow_unix = false);
+
+// The server's TLS context from --tls-cert/--tls-key (an empty context without them), offering
+// `alpn`. Returns nullopt and sets `error` when only one of the two is given or they do not
+// load (OpenSSL's reason).
+std::optional<SslContext> server_tls_context(const ServerOptions& o, std::vector<std::string> alpn,
+                                             std::string& error);
 
 // The address to listen on: an IPv4/IPv6 literal with the port, or (allow_unix) a Unix-domain
 // socket path given as "/path" or "unix:path". Throws std::invalid_argument on a bad address.

@@ -6,6 +6,7 @@
 
 #include <niox/loop/event_loop_group.hpp>
 #include <niox/transport/bootstrap.hpp>
+#include <niox/transport/ssl_handler.hpp>
 
 #include <any>
 #include <exception>
@@ -44,15 +45,25 @@ int main(int argc, char** argv) {
   if (auto status = examples::answer_help_or_error(parsed, "niox-echo-server", echo::usage())) {
     return *status;
   }
+  std::string error;
+  auto tls = examples::server_tls_context(*parsed.options, {}, error);
+  if (!tls) {
+    std::cerr << "niox-echo-server: " << error << "\n";
+    return 1;
+  }
   examples::ServerProgram p;
   p.program = "niox-echo-server";
   p.options = *parsed.options;
   p.allow_unix = true;
-  p.configure = [](ServerBootstrap& b, EventLoopGroup&) {
+  p.configure = [ssl = *tls](ServerBootstrap& b, EventLoopGroup&) {
     b.child_option(channel_option::tcp_nodelay, true)
         .child_option(channel_option::allow_half_closure, true)
-        .child_handler(std::make_shared<ChannelInitializer>(
-            [](Channel& ch) { ch.pipeline().add_last("echo", std::make_shared<EchoHandler>()); }));
+        .child_handler(std::make_shared<ChannelInitializer>([ssl](Channel& ch) {
+          if (ssl.is_valid()) {
+            ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(ssl.new_engine()));
+          }
+          ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
+        }));
   };
   p.banner = [](const SocketAddress& bound, EventLoopGroup& workers) {
     return "listening on " + bound.to_string() + " (backend " +

@@ -13,6 +13,7 @@
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/file_region.hpp>
 #include <niox/transport/idle_state_handler.hpp>
+#include <niox/transport/ssl_handler.hpp>
 
 #include <chrono>
 #include <exception>
@@ -295,6 +296,13 @@ int main(int argc, char** argv) {
     std::cerr << "niox-file-server: cannot serve '" << root_dir << "': " << why << "\n";
     return 1;
   }
+  std::string tls_error;
+  auto tls = examples::server_tls_context(o, {"http/1.1"}, tls_error);
+  if (!tls) {
+    std::cerr << "niox-file-server: " << tls_error << "\n";
+    return 1;
+  }
+  const SslContext ssl = *tls;
   StaticFileResponder responder(root);
   HttpDecoderConfig decoder;
   decoder.max_header_bytes = o.max_header_bytes;
@@ -329,6 +337,9 @@ int main(int argc, char** argv) {
         .child_handler(std::make_shared<ChannelInitializer>([&](Channel& ch) {
           auto& loop = static_cast<LoopSocketChannel&>(ch).event_loop();
           auto it = cache_of.find(&loop);
+          if (ssl.is_valid()) {
+            ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(ssl.new_engine()));
+          }
           if (idle_timeout.count() > 0) {
             ch.pipeline().add_last("idle", std::make_shared<IdleStateHandler>(
                                                std::chrono::nanoseconds::zero(),
@@ -341,8 +352,9 @@ int main(int argc, char** argv) {
         }));
   };
   p.banner = [&](const SocketAddress& bound, EventLoopGroup& workers) {
-    return "niox-file-server listening on " + bound.to_string() + " serving " + root_dir +
-           " (backend " + std::string(to_string(workers.loop(0).backend())) + ", " +
+    return "niox-file-server listening on " + bound.to_string() +
+           (ssl.is_valid() ? " (https)" : "") + " serving " + root_dir + " (backend " +
+           std::string(to_string(workers.loop(0).backend())) + ", " +
            std::to_string(workers.size()) + " threads)";
   };
   return examples::run_server(p);

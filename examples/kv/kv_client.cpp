@@ -3,6 +3,7 @@
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/codec/decoder_exception.hpp>
 #include <niox/transport/codec/header_body_decoder.hpp>
+#include <niox/transport/ssl_handler.hpp>
 
 #include <system_error>
 
@@ -64,7 +65,8 @@ class KvClientHandler final : public ChannelHandler {
 
 }  // namespace
 
-KvClient::KvClient(EventLoopGroup& group, const SocketAddress& server)
+KvClient::KvClient(EventLoopGroup& group, const SocketAddress& server, const SslContext& tls,
+                   const std::string& tls_host)
     : state_(std::make_shared<State>()) {
   auto state = state_;
   auto body_length = [](const ByteBuffer& header) -> std::size_t {
@@ -91,18 +93,37 @@ KvClient::KvClient(EventLoopGroup& group, const SocketAddress& server)
     }
     return t;
   };
+  std::shared_ptr<SslHandler> ssl;
+  if (tls.is_valid()) {
+    const std::string host =
+        tls_host.empty() && server.is_inet() ? server.inet().host_string() : tls_host;
+    ssl = std::make_shared<SslHandler>(
+        tls.new_engine(host, server.is_inet() ? server.inet().port() : std::uint16_t{0}));
+  }
   Bootstrap b;
   b.group(group)
       .option(channel_option::tcp_nodelay, true)
-      .handler(std::make_shared<ChannelInitializer>([state, body_length, body_target](Channel& ch) {
-        ch.pipeline().add_last("decoder",
-                               std::make_shared<HeaderBodyDecoder>(header_size, max_value_length,
-                                                                   body_length, body_target));
-        ch.pipeline().add_last("kv", std::make_shared<KvClientHandler>(state));
-      }));
+      .handler(
+          std::make_shared<ChannelInitializer>([state, body_length, body_target, ssl](Channel& ch) {
+            if (ssl) {
+              ch.pipeline().add_last("ssl", ssl);
+            }
+            ch.pipeline().add_last(
+                "decoder", std::make_shared<HeaderBodyDecoder>(header_size, max_value_length,
+                                                               body_length, body_target));
+            ch.pipeline().add_last("kv", std::make_shared<KvClientHandler>(state));
+          }));
   auto connected = b.connect(server);
   connected.sync();
   channel_ = connected.channel();
+  if (ssl) {
+    std::error_code ec;
+    ssl->handshake_future().sync(ec);
+    if (ec) {
+      channel_->close();
+      throw std::system_error(ec, "kv: TLS handshake");
+    }
+  }
 }
 
 KvClient::~KvClient() {

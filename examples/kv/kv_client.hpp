@@ -12,12 +12,17 @@
 // receives the value directly from the socket's receive buffers — no intermediate copy — when
 // its [position, limit) is large enough, else the value gets a buffer of its own; the reply's
 // `value` is a view over the bytes written, in `into` or in that buffer.
+//
+// TLS: given a client SslContext, the connection is TLS (an SslHandler first in its pipeline)
+// and the constructor returns once the handshake is done, throwing if it failed (an
+// untrusted certificate, a name or address the certificate does not cover).
 #pragma once
 
 #include "kv_protocol.hpp"
 
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop_group.hpp>
+#include <niox/ssl/ssl_context.hpp>
 #include <niox/transport/channel.hpp>
 
 #include <deque>
@@ -37,7 +42,10 @@ class KvClient {
 
   // Connects (blocking; not on one of `group`'s loops). Throws std::system_error. `group` must
   // outlive the client.
-  KvClient(EventLoopGroup& group, const SocketAddress& server);
+  // With a valid `tls` context the connection is TLS, verified for `tls_host` (a name or an
+  // address; empty: the server's address).
+  KvClient(EventLoopGroup& group, const SocketAddress& server, const SslContext& tls = {},
+           const std::string& tls_host = {});
   // Closes the connection; replies still pending fail.
   ~KvClient();
   KvClient(const KvClient&) = delete;

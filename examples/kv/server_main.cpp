@@ -4,6 +4,7 @@
 #include "server_program.hpp"
 
 #include <niox/transport/bootstrap.hpp>
+#include <niox/transport/ssl_handler.hpp>
 
 #include <chrono>
 #include <iostream>
@@ -22,15 +23,25 @@ int main(int argc, char** argv) {
   kv::KvServerConfig config;
   config.idle_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.idle_timeout_seconds));
+  std::string error;
+  auto tls = examples::server_tls_context(o, {}, error);
+  if (!tls) {
+    std::cerr << "kv_server: " << error << "\n";
+    return 1;
+  }
   kv::KvStore store;
   examples::ServerProgram p;
   p.program = "kv_server";
   p.options = o;
   p.own_acceptor = false;  // the workers accept too
-  p.configure = [&store, config](ServerBootstrap& b, EventLoopGroup&) {
+  p.configure = [&store, config, ssl = *tls](ServerBootstrap& b, EventLoopGroup&) {
     b.child_option(channel_option::tcp_nodelay, true)
-        .child_handler(std::make_shared<ChannelInitializer>(
-            [&store, config](Channel& ch) { kv::init_server_pipeline(ch, store, config); }));
+        .child_handler(std::make_shared<ChannelInitializer>([&store, config, ssl](Channel& ch) {
+          if (ssl.is_valid()) {
+            ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(ssl.new_engine()));
+          }
+          kv::init_server_pipeline(ch, store, config);
+        }));
   };
   p.banner = [](const SocketAddress& bound, EventLoopGroup&) {
     return "kv_server listening on " + bound.to_string();

@@ -348,6 +348,11 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     if (self->ctx_ != nullptr && !self->failed_) {
       self->write_pending(*self->ctx_);
       self->ctx_->flush();
+      if (self->pending_.empty() && !self->region_in_flight_ && self->after_pending_) {
+        auto then = std::move(self->after_pending_);
+        self->after_pending_ = nullptr;
+        then(*self->ctx_);
+      }
     }
   });
 }
@@ -389,19 +394,52 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
   }
   closing_ = true;
   close_promises_.push_back(std::move(promise));
-  write_pending(ctx);
-  engine_.close_outbound();
-  wrap_engine_output(ctx);
-  ctx.flush();
-  if (engine_.is_inbound_done()) {
-    finish_close(ctx);
+  after_pending(ctx, [this](ChannelHandlerContext& c) {
+    engine_.close_outbound();
+    wrap_engine_output(c);
+    c.flush();
+    if (engine_.is_inbound_done()) {
+      finish_close(c);
+      return;
+    }
+    close_timer_ = c.executor().schedule(options_.close_notify_read_timeout, [this] {
+      if (ctx_ != nullptr) {
+        finish_close(*ctx_);
+      }
+    });
+  });
+}
+
+void SslHandler::shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) {
+  if (failed_ || !handshake_complete_) {
+    ctx.shutdown_output(std::move(promise));
     return;
   }
-  close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
-    if (ctx_ != nullptr) {
-      finish_close(*ctx_);
-    }
+  after_pending(ctx, [this, promise = std::move(promise)](ChannelHandlerContext& c) mutable {
+    engine_.close_outbound();
+    wrap_engine_output(c);
+    c.flush();
+    c.shutdown_output(std::move(promise));
   });
+}
+
+void SslHandler::after_pending(ChannelHandlerContext& ctx,
+                               std::function<void(ChannelHandlerContext&)> then) {
+  write_pending(ctx);
+  if (pending_.empty() && !region_in_flight_) {
+    then(ctx);
+    return;
+  }
+  if (after_pending_) {
+    // A close after a shutdown_output: both, in order.
+    after_pending_ = [first = std::move(after_pending_),
+                      second = std::move(then)](ChannelHandlerContext& c) {
+      first(c);
+      second(c);
+    };
+  } else {
+    after_pending_ = std::move(then);
+  }
 }
 
 void SslHandler::finish_close(ChannelHandlerContext& ctx) {
@@ -415,6 +453,7 @@ void SslHandler::finish_close(ChannelHandlerContext& ctx) {
 
 void SslHandler::channel_inactive(ChannelHandlerContext& ctx) {
   cancel_timers();
+  after_pending_ = nullptr;
   std::error_code truncated;
   if (handshake_started_ && !inbound_reported_) {
     inbound_reported_ = true;

@@ -21,7 +21,7 @@
 //   - Bad input (plaintext, garbage, an oversized record, a failed handshake, a refused
 //     renegotiation) fires exception_caught with a std::system_error in the niox.ssl category,
 //     sends the engine's alert and closes the connection.
-//   - close() sends close_notify and waits up to Options::close_notify_read_timeout (3 s) for
+//   - close() and shutdown_output() send close_notify after the pending writes; close() waits up to Options::close_notify_read_timeout (3 s) for
 //     the peer's before closing the connection. A peer's close_notify closes it too.
 //   - A connection that ends without the peer's close_notify (after the handshake began) is a
 //     truncation: exception_caught gets SslErrc::truncated and the SslCloseCompletionEvent
@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <system_error>
 #include <vector>
@@ -81,6 +82,8 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
   void flush(ChannelHandlerContext& ctx) override;
   void close(ChannelHandlerContext& ctx, ChannelPromise promise) override;
+  // Sends close_notify first: a FIN alone would read as a truncation to the peer.
+  void shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) override;
 
  private:
   struct PendingWrite {
@@ -99,6 +102,9 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void fail_pending(std::error_code cause);
   void finish_close(ChannelHandlerContext& ctx);
   void cancel_timers() noexcept;
+  // Runs `then` once every pending write has been encrypted and handed on (at once when none
+  // waits): close_notify must follow the last record, not overtake a FileRegion's next piece.
+  void after_pending(ChannelHandlerContext& ctx, std::function<void(ChannelHandlerContext&)> then);
 
   SslEngine engine_;
   Options options_;
@@ -109,6 +115,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   ByteBuffer cumulation_;  // a partial record carried over to the next read
   std::deque<PendingWrite> pending_;
   std::vector<ChannelPromise> close_promises_;
+  std::function<void(ChannelHandlerContext&)> after_pending_;
   bool handshake_started_ = false;
   bool handshake_complete_ = false;
   bool flush_requested_ = false;
