@@ -291,8 +291,12 @@ int run_send(const TransferOptions& o) {
   if (ec) {
     die("cannot send '" + o.file + "': " + ec.message());
   }
+  auto addresses = resolve(o.to);
+  if (addresses.empty()) {
+    die("cannot resolve '" + o.to.host + "': no address");
+  }
   // Only the first address is tried: a sender that retried could send twice.
-  auto to = resolve(o.to).front();
+  SocketAddress to = addresses.front();
   EventLoop loop(loop_options(o.backend));
   return run_on(loop, send(loop, std::move(plan), std::move(to)));
 }
