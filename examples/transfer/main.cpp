@@ -3,11 +3,12 @@
 //   niox-transfer recv --port P --out PATH     accepts one transfer, stores it, exits
 //   niox-transfer send FILE --to HOST:PORT     sends FILE, exits once the receiver verified it
 //
-// Zero-copy at both ends, all on one niox EventLoop: the sender's body leaves by
-// EventLoop::transfer_to (sendfile); the receiver's arrives by EventLoop::transfer_from (socket →
-// the loop's pipe → file at the body's offset, splice), so no body byte is copied through user
-// space. The protocol (header, checksum, naming the file only once verified) is
-// TransferReceiver's and prepare_send()'s.
+// Zero-copy at both ends, each end one coroutine on one niox EventLoop (the main thread runs
+// it): the sender's body leaves by AsynchronousFileChannel::transfer_to (sendfile); the
+// receiver's arrives by AsynchronousFileChannel::transfer_from (socket -> the loop's pipe ->
+// file at the body's offset, splice), so no body byte is copied through user space. The
+// protocol (header, checksum, naming the file only once verified) is TransferReceiver's and
+// prepare_send()'s; this file only moves bytes and keeps time.
 //
 // Exit status: 0 transferred and verified; 1 the transfer failed (the receiver leaves no file);
 // 2 usage error (or recv's --out directory missing); recv also 3 no complete header within
@@ -20,18 +21,27 @@
 #include "transfer_protocol.hpp"
 #include "transfer_session.hpp"
 
+#include <niox/async/asynchronous_file_channel.hpp>
+#include <niox/async/asynchronous_socket_channel.hpp>
+#include <niox/async/spawn.hpp>
+#include <niox/async/task.hpp>
+#include <niox/async/when_any.hpp>
 #include <niox/channels/socket_address.hpp>
 #include <niox/loop/event_loop.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <functional>
 #include <cstdio>
+#include <exception>
 #include <iostream>
-#include <memory>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -101,168 +111,173 @@ std::vector<SocketAddress> resolve(const HostPort& hp) {
   return out;
 }
 
+// Runs `task` on `loop`, on this thread, until it ends: its exit status. An exception that ends
+// it (out of memory, a socket that cannot be opened) is reported and fails the transfer.
+int run_on(EventLoop& loop, Task<int> task) {
+  int status = exit_failed;
+  co_spawn(loop, std::move(task), [&](std::exception_ptr e, int s) {
+    status = s;
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        std::cerr << "niox-transfer: " << ex.what() << "\n";
+      }
+      status = exit_failed;
+    }
+    loop.stop();
+  });
+  loop.run();
+  // Whatever is still pending ends here (operation_aborted).
+  loop.shutdown();
+  return status;
+}
+
+// `task`'s result, or nothing when `limit` passed first (the task was stopped: its awaitables
+// ended with operation_aborted, and it let that escape). A limit of 0 is no limit, as in the
+// options.
+template <class T>
+Task<std::optional<T>> within(EventLoop& loop, std::chrono::nanoseconds limit, Task<T> task) {
+  if (limit.count() <= 0) {
+    co_return co_await task;
+  }
+  try {
+    co_return co_await with_timeout(loop, std::move(task), limit);
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::timed_out) throw;
+  }
+  co_return std::nullopt;
+}
+
+// The transfer engine's own descriptor of a file that the send plan (hashing it) or the
+// receiver (naming it once verified) keeps open as well.
+FileDescriptor duplicate(int fd) {
+  FileDescriptor copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!copy) {
+    throw std::system_error(errno, std::system_category(), "duplicating a file descriptor");
+  }
+  return copy;
+}
+
 // ---- send -------------------------------------------------------------------------------
 
-class Sender {
- public:
-  Sender(EventLoop& loop, SendPlan plan, SocketAddress to)
-      : loop_(loop), plan_(std::move(plan)), to_(std::move(to)), progress_(plan_.size) {}
-
-  int run() {
-    fd_.reset(::socket(to_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd_) {
-      return fail(std::error_code(errno, std::system_category()), "socket");
-    }
-    loop_.connect(fd_.get(), to_, [this](std::error_code ec) {
-      if (finished_) return;
-      if (ec) {
-        finish(fail(ec, "cannot connect to " + to_.to_string()));
-        return;
-      }
-      loop_.write(
-          fd_.get(), std::move(plan_.header_bytes),
-          [this](std::error_code ec, std::size_t, ByteBuffer) {
-            if (finished_) return;
-            if (ec) {
-              finish(fail(ec, "sending the header"));
-              return;
-            }
-            // The verdict is awaited while the body is still being sent: a receiver that gives up
-            // early (a refused name, a full disk) answers at once, and the sender stops sending.
-            await_reply(ByteBuffer::allocate(reply_size + 2 + max_reason_length));
-            send_body();
-          });
-    });
-    loop_.run();
-    // Whatever is still pending ends here (operation_aborted), while this object is alive.
-    loop_.close(std::move(fd_));
-    loop_.shutdown();
-    return status_;
-  }
-
- private:
-  // Each chunk is hashed (through FileHasher's mapping) just before it leaves by sendfile: no
-  // pass over the file before the first byte is sent, and a file that was not cached is read
-  // in by the hash, so the send finds it in memory.
-  void send_body() {
-    if (sent_ == plan_.size) {
-      progress_.finish();
-      loop_.write(fd_.get(), plan_.trailer(), [this](std::error_code ec, std::size_t, ByteBuffer) {
-        if (finished_) return;
-        if (ec) {
-          body_error_ = ec;
-        } else {
-          body_done_ = true;
-        }
-        decide();
-      });
-      return;
-    }
-    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, plan_.size - sent_));
-    if (auto ec = plan_.hash_chunk(sent_, n)) {
-      finish(fail(ec, "reading the file"));
-      return;
-    }
-    loop_.transfer_to(plan_.fd.get(), static_cast<std::int64_t>(sent_), n, fd_.get(),
-                      [this](std::error_code ec, std::size_t done, TransferPath) {
-                        if (finished_) return;
-                        sent_ += done;
-                        if (ec) {
-                          body_error_ = ec;
-                          decide();
-                          return;
-                        }
-                        progress_.update(sent_);
-                        send_body();
-                      });
-  }
-
-  // Reads the verdict and, after one that is not ok, the receiver's reason; the end of the
-  // connection before the reason (a receiver that predates it) leaves the reason empty.
-  void await_reply(ByteBuffer buf) {
-    loop_.read(fd_.get(), std::move(buf), [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-      if (finished_) return;
-      ByteBuffer so_far = b.duplicate();
-      so_far.flip();
-      const auto bytes = so_far.bytes();
-      if (!ec && n > 0 && bytes.size() < reply_length(bytes) && b.has_remaining()) {
-        await_reply(std::move(b));
-        return;
-      }
-      reply_done_ = true;
-      if (bytes.size() < reply_size) {
-        reply_error_ = ec ? ec : make_error_code(TransferErrc::truncated);
-      } else {
-        verdict_ = check_reply(bytes);
-        reason_ = decode_reason(bytes);
-      }
-      decide();
-    });
-  }
-
-  // Called whenever the body or the reply made progress: finishes once the outcome is known.
-  void decide() {
-    if (finished_) return;
-    const bool connection_broken =
-        body_error_ == std::errc::broken_pipe || body_error_ == std::errc::connection_reset;
-    if (body_error_ && !connection_broken) {
-      // Our side failed (the file could not be read, or it shrank): no verdict will come.
-      finish(fail(body_error_, "sending the body"));
-      return;
-    }
-    if (!reply_done_) {
-      return;  // the verdict (or the end of the connection) is still to come
-    }
-    if (reply_error_) {
-      // No verdict: the receiver went away. Say what broke first.
-      finish(body_error_ ? fail(body_error_, "sending the body")
-                         : fail(reply_error_, "waiting for the receiver's verdict"));
-      return;
-    }
-    if (verdict_) {
-      progress_.abandon();
-      std::cerr << "niox-transfer: the receiver did not store the file: "
-                << (reason_.empty() ? verdict_.message() : reason_) << "\n";
-      finish(1);
-      return;
-    }
-    if (!body_done_) {
-      if (body_error_) {
-        finish(fail(body_error_, "sending the body"));
-      }
-      // A verdict "stored" can overtake the completion of the last send: wait for it.
-      return;
-    }
-    finish(0);
-  }
-
-  int fail(std::error_code ec, const std::string& what) {
-    progress_.abandon();
-    std::cerr << "niox-transfer: " << what << ": " << ec.message() << "\n";
-    return 1;
-  }
-
-  void finish(int status) {
-    finished_ = true;
-    status_ = status;
-    loop_.stop();
-  }
-
-  EventLoop& loop_;
-  SendPlan plan_;
-  SocketAddress to_;
-  ProgressReporter progress_;
-  FileDescriptor fd_;  // the connection; closed through loop_ when run() ends
-  std::uint64_t sent_ = 0;
-  bool body_done_ = false;
-  std::error_code body_error_;
-  bool reply_done_ = false;
-  std::error_code reply_error_;  // the connection ended without a verdict
-  std::error_code verdict_;      // the receiver's verdict (empty: stored and verified)
-  std::string reason_;           // the receiver's reason for a verdict other than ok
-  bool finished_ = false;
-  int status_ = 1;
+// How one of the sender's two racing halves (the body, the verdict) ended: `ec` empty when it
+// did all it had to.
+struct Outcome {
+  std::error_code ec;
+  const char* doing = "";  // for the message
 };
+
+bool connection_broken(std::error_code ec) {
+  return ec == std::errc::broken_pipe || ec == std::errc::connection_reset;
+}
+
+// The body, then the checksum trailer. Each chunk is hashed (through FileHasher's mapping) just
+// before it leaves by sendfile: no pass over the file before the first byte is sent, and a file
+// that was not cached is read in by the hash, so the send finds it in memory.
+Task<Outcome> send_body(SendPlan& plan, AsynchronousFileChannel& file,
+                        AsynchronousSocketChannel& socket, ProgressReporter& progress) {
+  std::uint64_t sent = 0;
+  while (sent < plan.size) {
+    const std::uint64_t n = std::min<std::uint64_t>(chunk, plan.size - sent);
+    if (auto ec = plan.hash_chunk(sent, n)) {
+      co_return Outcome{ec, "reading the file"};
+    }
+    std::error_code ec;
+    TransferResult r;
+    r = co_await file.transfer_to(sent, n, socket, ec);
+    sent += r.bytes;
+    if (!ec && r.end_of_input) {
+      ec = make_error_code(LoopError::end_of_file);  // the file shrank
+    }
+    if (ec) {
+      co_return Outcome{ec, "sending the body"};
+    }
+    progress.update(sent);
+  }
+  progress.finish();
+  ByteBuffer trailer = plan.trailer();
+  std::error_code ec;
+  co_await socket.write(trailer, ec);
+  co_return Outcome{ec, "sending the body"};
+}
+
+// Reads the verdict into `reply` and, after one that is not ok, the receiver's reason, until
+// they are complete or the connection ends (a receiver that predates the reason ends it before
+// one). Resumable: what a stopped read left in `reply` stays there.
+Task<Outcome> read_reply(AsynchronousSocketChannel& socket, ByteBuffer& reply) {
+  while (true) {
+    std::error_code ec;
+    std::int64_t n = 0;
+    n = co_await socket.read(reply, ec);
+    ByteBuffer so_far = reply.duplicate();
+    so_far.flip();
+    const auto bytes = so_far.bytes();
+    if (ec || n <= 0 || bytes.size() >= reply_length(bytes) || !reply.has_remaining()) {
+      co_return Outcome{ec, "waiting for the receiver's verdict"};
+    }
+  }
+}
+
+Task<int> send(EventLoop& loop, SendPlan plan, SocketAddress to) {
+  ProgressReporter progress(plan.size);
+  auto fail = [&](std::error_code ec, const std::string& what) {
+    progress.abandon();
+    std::cerr << "niox-transfer: " << what << ": " << ec.message() << "\n";
+    return exit_failed;
+  };
+  auto socket = AsynchronousSocketChannel::open(
+      loop, to.family() == AF_INET6 ? ProtocolFamily::inet6 : ProtocolFamily::inet);
+  std::error_code ec;
+  co_await socket.connect(to, ec);
+  if (ec) {
+    co_return fail(ec, "cannot connect to " + to.to_string());
+  }
+  co_await socket.write(plan.header_bytes, ec);
+  if (ec) {
+    co_return fail(ec, "sending the header");
+  }
+  auto file = AsynchronousFileChannel::adopt(loop, duplicate(plan.fd.get()));
+
+  // The verdict is awaited while the body is still being sent: a receiver that gives up early
+  // (a refused name, a full disk) answers at once, and the sending stops.
+  ByteBuffer reply = ByteBuffer::allocate(reply_size + 2 + max_reason_length);
+  std::vector<Task<Outcome>> halves;
+  halves.push_back(send_body(plan, file, socket, progress));
+  halves.push_back(read_reply(socket, reply));
+  std::pair<std::size_t, Outcome> first;
+  first = co_await when_any(std::move(halves));
+  Outcome body;
+  Outcome verdict = first.second;
+  if (first.first == 0) {
+    body = first.second;
+    if (body.ec && !connection_broken(body.ec)) {
+      co_return fail(body.ec, body.doing);  // our side failed: no verdict will come
+    }
+    // Sent (or cut off by the receiver, which may still have said why): the verdict.
+    verdict = co_await read_reply(socket, reply);
+  }
+  reply.flip();
+  const auto bytes = reply.bytes();
+  if (bytes.size() < reply_size) {
+    // No verdict: the receiver went away. Say what broke first.
+    if (body.ec) {
+      co_return fail(body.ec, body.doing);
+    }
+    co_return fail(verdict.ec ? verdict.ec : make_error_code(TransferErrc::truncated),
+                   verdict.doing);
+  }
+  // A verdict "stored" may overtake the completion of the last send, which when_any then
+  // stopped: the receiver has verified every byte, trailer included.
+  if (auto refused = check_reply(bytes)) {
+    progress.abandon();
+    const std::string reason = decode_reason(bytes);
+    std::cerr << "niox-transfer: the receiver did not store the file: "
+              << (reason.empty() ? refused.message() : reason) << "\n";
+    co_return exit_failed;
+  }
+  co_return exit_ok;
+}
 
 int run_send(const TransferOptions& o) {
   std::error_code ec;
@@ -277,15 +292,13 @@ int run_send(const TransferOptions& o) {
     die("cannot send '" + o.file + "': " + ec.message());
   }
   auto addresses = resolve(o.to);
-  EventLoop loop(loop_options(o.backend));
-  int status = 1;
-  for (std::size_t i = 0; i < addresses.size(); ++i) {
-    // Only the first address is tried: a sender that retried could send twice.
-    Sender s(loop, std::move(plan), addresses[i]);
-    status = s.run();
-    break;
+  if (addresses.empty()) {
+    die("cannot resolve '" + o.to.host + "': no address");
   }
-  return status;
+  // Only the first address is tried: a sender that retried could send twice.
+  SocketAddress to = addresses.front();
+  EventLoop loop(loop_options(o.backend));
+  return run_on(loop, send(loop, std::move(plan), std::move(to)));
 }
 
 // ---- recv -------------------------------------------------------------------------------
@@ -296,141 +309,189 @@ struct ReceiverTimeouts {
   std::chrono::nanoseconds idle{0};    // without a byte arriving, once the header is in
 };
 
+// One transfer's receiving end on `loop`: run() accepts the sender, reads the header within the
+// header timeout, moves the body from the socket into the file (each piece within the idle
+// timeout), reads the checksum, verifies and replies. Whenever it refuses or gives up, it tells
+// the sender why.
 class Receiver {
  public:
-  using Clock = std::chrono::steady_clock;
+  Receiver(EventLoop& loop, TransferReceiver& rx, ReceiverTimeouts timeouts, std::uint64_t max_size)
+      : loop_(loop), rx_(rx), timeouts_(timeouts), max_size_(max_size) {}
 
-  // Owns `listen_fd` and closes it through `loop` when run() returns.
-  Receiver(EventLoop& loop, FileDescriptor listen_fd, TransferReceiver& rx,
-           ReceiverTimeouts timeouts, std::uint64_t max_size)
-      : loop_(loop),
-        listen_fd_(std::move(listen_fd)),
-        rx_(rx),
-        timeouts_(timeouts),
-        max_size_(max_size) {}
+  // The exit status. `server` is borrowed until the task ends.
+  Task<int> run(AsynchronousServerSocketChannel& server) {
+    using Phase = TransferReceiver::Phase;
+    std::error_code ec;
+    std::optional<AsynchronousSocketChannel> accepted;
+    accepted = co_await server.accept(ec);
+    if (ec) {
+      co_return report(exit_failed, "accept: " + ec.message());
+    }
+    socket_ = &*accepted;
 
-  int run() {
-    loop_.accept(listen_fd_.get(), [this](std::error_code ec, FileDescriptor fd) {
-      if (ending_) return;
-      if (ec) {
-        finish(report(exit_failed, "accept: " + ec.message()));
-        return;
+    // The header, from the connection on within --header-timeout. Body bytes that came with it
+    // stay in `in`.
+    ByteBuffer in = ByteBuffer::allocate(4096);
+    std::optional<std::error_code> header;
+    header = co_await within(loop_, timeouts_.header, read_header(in));
+    if (!header) {
+      co_return co_await give_up(
+          TransferStatus::timed_out, exit_header_timeout,
+          "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
+              std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
+    }
+    if (rx_.phase() == Phase::failed) {
+      co_return co_await give_up(TransferStatus::refused, exit_failed,
+                                 "refused the header: " + header_problem(*header));
+    }
+    if (*header) {
+      co_return sender_gone("reading the header", *header);
+    }
+
+    progress_.emplace(rx_.header().size);
+    if (auto e = rx_.reserve_body()) {
+      co_return co_await refuse_reservation(e);
+    }
+    if (auto e = rx_.on_body_bytes(in)) {
+      co_return co_await give_up(TransferStatus::write_failed,
+                                 no_room(e) ? exit_no_room : exit_failed,
+                                 "writing the file: " + e.message());
+    }
+    rx_.on_trailer_bytes(in);
+
+    // The body, a chunk at a time straight from the socket into the file at the body offset.
+    auto file = AsynchronousFileChannel::adopt(loop_, duplicate(rx_.fd()));
+    while (rx_.body_remaining() > 0) {
+      progress_->update(rx_.body_offset());
+      if (auto e = rx_.reserve_body()) {
+        co_return co_await refuse_reservation(e);
       }
-      fd_ = std::move(fd);
-      start_header_timer();
-      read_header();
-    });
-    loop_.run();
-    if (fd_) loop_.close(std::move(fd_));
-    loop_.close(std::move(listen_fd_));
-    // Whatever is still pending ends here (operation_aborted), while this object is alive.
-    loop_.shutdown();
-    return status_;
+      std::optional<Chunk> got;
+      got = co_await within(loop_, timeouts_.idle, receive_chunk_into(file));
+      if (!got) {
+        co_return co_await time_out_idle();
+      }
+      rx_.on_body_spliced(got->bytes);
+      if (got->end_of_input || connection_broke(got->ec)) {
+        co_return sender_gone("the sender stopped after " + std::to_string(rx_.body_offset()) +
+                                  " of " + std::to_string(rx_.header().size) + " bytes",
+                              got->ec);
+      }
+      if (got->ec) {
+        co_return co_await give_up(TransferStatus::write_failed,
+                                   no_room(got->ec) ? exit_no_room : exit_failed,
+                                   "writing the file: " + got->ec.message());
+      }
+      // Hash what landed while it is still in the CPU's cache, so that little or nothing is
+      // left to verify once the body is complete (each hash maps).
+      if (rx_.body_offset() - rx_.bytes_hashed() >= receive_chunk) {
+        rx_.hash_received(SIZE_MAX, ec);
+        if (ec) {
+          co_return co_await give_up(TransferStatus::write_failed, exit_failed,
+                                     "reading back the file: " + ec.message());
+        }
+      }
+    }
+    progress_->update(rx_.body_offset());
+
+    // The checksum trailer (flag_checksum_trailer) after the body.
+    while (rx_.phase() == Phase::trailer) {
+      std::optional<std::error_code> trailer;
+      trailer = co_await within(loop_, timeouts_.idle, read_trailer());
+      if (!trailer) {
+        co_return co_await time_out_idle();
+      }
+      if (*trailer) {
+        co_return sender_gone("reading the checksum after the body", *trailer);
+      }
+    }
+
+    progress_->finish();
+    TransferStatus status = rx_.finish(ec);
+    if (status != TransferStatus::ok) {
+      if (!ec) ec = make_error_code(TransferErrc::receiver_failed);
+      co_return co_await give_up(status, no_room(ec) ? exit_no_room : exit_failed, ec.message(),
+                                 "the file was not stored");
+    }
+    co_await reply(status, {});
+    std::cerr << "niox-transfer: received " << rx_.path() << " (" << rx_.header().size
+              << " bytes, checksum verified)\n";
+    co_return exit_ok;
   }
 
  private:
-  void read_header() {
-    waiting_for_sender(loop_.read(
-        fd_.get(), ByteBuffer::allocate(4096),
-        [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-          sender_answered();
-          if (ending_) return;
-          if (ec || n == 0) {
-            sender_gone("reading the header", ec);
-            return;
-          }
-          b.flip();
-          if (auto e = rx_.on_header_bytes(b)) {
-            give_up(TransferStatus::refused, exit_failed,
-                    "refused the header: " + header_problem(e));
-            return;
-          }
-          if (rx_.phase() == TransferReceiver::Phase::header) {
-            read_header();
-            return;
-          }
-          stop_timer();  // the header's
-          progress_ = std::make_unique<ProgressReporter>(rx_.header().size);
-          if (auto e = rx_.reserve_body()) {
-            refuse_reservation(e);
-            return;
-          }
-          if (auto e = rx_.on_body_bytes(b)) {
-            give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
-                    "writing the file: " + e.message());
-            return;
-          }
-          rx_.on_trailer_bytes(b);
-          start_idle_timer();
-          receive_body();
-        }));
+  // How one body chunk ended.
+  struct Chunk {
+    std::uint64_t bytes = 0;  // stored at the body offset
+    bool end_of_input = false;
+    std::error_code ec;
+  };
+
+  // Header bytes into rx_ until the header is complete: then nothing, or, if rx_ refused it
+  // (phase failed), why. Otherwise why the stream ended. A stop (the header timeout) escapes as
+  // operation_aborted.
+  Task<std::error_code> read_header(ByteBuffer& in) {
+    while (rx_.phase() == TransferReceiver::Phase::header) {
+      in.clear();
+      std::error_code ec;
+      std::int64_t n = 0;
+      n = co_await socket_->read(in, ec);
+      if (ec == operation_aborted()) {
+        throw std::system_error(ec, "reading the header");
+      }
+      if (ec || n <= 0) {
+        co_return ec ? ec : make_error_code(TransferErrc::truncated);
+      }
+      in.flip();
+      if (auto e = rx_.on_header_bytes(in)) {
+        co_return e;
+      }
+    }
+    co_return std::error_code{};
   }
 
-  // A chunk at a time straight from the socket into the file at the body offset, until the body
-  // is complete.
-  void receive_body() {
-    progress_->update(rx_.body_offset());
-    if (rx_.body_remaining() == 0) {
-      if (rx_.phase() == TransferReceiver::Phase::trailer) {
-        read_trailer();
-      } else {
-        verify();
+  // Up to receive_chunk bytes of the body from the socket into `file` at the body offset
+  // (splice). A chunk completes only once all of it is stored; stopped by the idle timeout it
+  // ends with what arrived so far: some bytes count as the sender being alive (the idle time
+  // starts afresh with the next chunk), none escape as operation_aborted (timed out).
+  Task<Chunk> receive_chunk_into(AsynchronousFileChannel& file) {
+    const std::uint64_t want = std::min<std::uint64_t>(receive_chunk, rx_.body_remaining());
+    std::error_code ec;
+    TransferResult r;
+    r = co_await file.transfer_from(*socket_, rx_.body_offset(), want, ec);
+    if (ec == operation_aborted()) {
+      if (r.bytes == 0) {
+        throw std::system_error(ec, "receiving the body");
       }
-      return;
+      ec.clear();
     }
-    if (auto e = rx_.reserve_body()) {
-      refuse_reservation(e);
-      return;
+    co_return Chunk{r.bytes, r.end_of_input, ec};
+  }
+
+  // One read of what is missing of the checksum trailer into rx_: nothing, or why the stream
+  // ended. A stop (the idle timeout) escapes as operation_aborted.
+  Task<std::error_code> read_trailer() {
+    ByteBuffer b = ByteBuffer::allocate(rx_.trailer_missing());
+    std::error_code ec;
+    std::int64_t n = 0;
+    n = co_await socket_->read(b, ec);
+    if (ec == operation_aborted()) {
+      throw std::system_error(ec, "reading the checksum");
     }
-    std::size_t want =
-        static_cast<std::size_t>(std::min<std::uint64_t>(receive_chunk, rx_.body_remaining()));
-    waiting_for_sender(loop_.transfer_from(
-        fd_.get(), rx_.fd(), static_cast<std::int64_t>(rx_.body_offset()), want,
-        [this](std::error_code ec, std::size_t n, TransferPath) {
-          sender_answered();
-          if (ending_) return;
-          rx_.on_body_spliced(n);
-          if (std::exchange(probing_, false) && ec == operation_aborted()) {
-            // Stopped by the idle timer to see whether anything arrived during the chunk.
-            if (n == 0) {
-              time_out_idle();
-              return;
-            }
-            arm_idle(timeouts_.idle);
-            ec.clear();
-          }
-          if (ec == LoopError::end_of_file || connection_broke(ec)) {
-            sender_gone("the sender stopped after " + std::to_string(rx_.body_offset()) + " of " +
-                            std::to_string(rx_.header().size) + " bytes",
-                        ec == LoopError::end_of_file ? std::error_code() : ec);
-            return;
-          }
-          if (ec) {
-            give_up(TransferStatus::write_failed, no_room(ec) ? exit_no_room : exit_failed,
-                    "writing the file: " + ec.message());
-            return;
-          }
-          // Hash what landed while it is still in the CPU's cache, so that little or nothing is
-          // left to verify once the body is complete (each hash maps).
-          if (rx_.body_offset() - rx_.bytes_hashed() >= receive_chunk) {
-            std::error_code hash_ec;
-            rx_.hash_received(SIZE_MAX, hash_ec);
-            if (hash_ec) {
-              give_up(TransferStatus::write_failed, exit_failed,
-                      "reading back the file: " + hash_ec.message());
-              return;
-            }
-          }
-          receive_body();
-        }));
+    if (ec || n <= 0) {
+      co_return ec ? ec : make_error_code(TransferErrc::truncated);
+    }
+    b.flip();
+    rx_.on_trailer_bytes(b);
+    co_return std::error_code{};
   }
 
   // The stream ended (no ec) or broke while the receiver was `doing` something: the transfer
   // is over without a file, and nobody is left to tell.
-  void sender_gone(const std::string& doing, std::error_code ec) {
+  int sender_gone(const std::string& doing, std::error_code ec) {
     rx_.abort();
-    finish(report(exit_failed,
-                  doing + ": " + (ec ? ec : make_error_code(TransferErrc::truncated)).message()));
+    return report(exit_failed,
+                  doing + ": " + (ec ? ec : make_error_code(TransferErrc::truncated)).message());
   }
 
   // What ends a transfer_from on the socket's side rather than the file's.
@@ -439,45 +500,6 @@ class Receiver {
            ec == std::errc::broken_pipe || ec == std::errc::not_connected ||
            ec == std::errc::timed_out || ec == std::errc::host_unreachable ||
            ec == std::errc::network_unreachable || ec == std::errc::network_reset;
-  }
-
-  // The checksum trailer (flag_checksum_trailer) after the body.
-  void read_trailer() {
-    waiting_for_sender(loop_.read(fd_.get(), ByteBuffer::allocate(rx_.trailer_missing()),
-                                  [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-                                    sender_answered();
-                                    if (ending_) return;
-                                    if (ec || n == 0) {
-                                      sender_gone("reading the checksum after the body", ec);
-                                      return;
-                                    }
-                                    b.flip();
-                                    rx_.on_trailer_bytes(b);
-                                    if (rx_.phase() == TransferReceiver::Phase::trailer) {
-                                      read_trailer();
-                                    } else {
-                                      verify();
-                                    }
-                                  }));
-  }
-
-  void verify() {
-    stop_timer();
-    progress_->finish();
-    std::error_code ec;
-    TransferStatus status = rx_.finish(ec);
-    if (status != TransferStatus::ok) {
-      if (!ec) ec = make_error_code(TransferErrc::receiver_failed);
-      give_up(status, no_room(ec) ? exit_no_room : exit_failed, ec.message(),
-              "the file was not stored");
-      return;
-    }
-    ending_ = true;
-    reply(status, {}, [this] {
-      std::cerr << "niox-transfer: received " << rx_.path() << " (" << rx_.header().size
-                << " bytes, checksum verified)\n";
-      finish(exit_ok);
-    });
   }
 
   // Why a header was refused, in the words the sender's user sees too.
@@ -490,153 +512,83 @@ class Receiver {
     return e.message();
   }
 
-  void refuse_reservation(std::error_code e) {
+  Task<int> refuse_reservation(std::error_code e) {
     const std::uint64_t size = rx_.header().size;
     if (e == TransferErrc::no_space) {
-      give_up(TransferStatus::write_failed, exit_no_room,
-              "not enough space for " + std::to_string(size) + " bytes (" + format_bytes(size) +
-                  "): the receiver's file system has " + format_bytes(rx_.available_space()) +
-                  " free");
-      return;
+      co_return co_await give_up(TransferStatus::write_failed, exit_no_room,
+                                 "not enough space for " + std::to_string(size) + " bytes (" +
+                                     format_bytes(size) + "): the receiver's file system has " +
+                                     format_bytes(rx_.available_space()) + " free");
     }
     std::string where =
         rx_.body_offset() == 0 ? "" : " (after " + std::to_string(rx_.body_offset()) + " arrived)";
-    give_up(TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
-            "no room for " + std::to_string(size) + " bytes" + where + ": " + e.message());
+    co_return co_await give_up(
+        TransferStatus::write_failed, no_room(e) ? exit_no_room : exit_failed,
+        "no room for " + std::to_string(size) + " bytes" + where + ": " + e.message());
   }
 
-  // The transfer is over without a file: removes what was written, says why (here, and to the
-  // sender, with `status`), then exits with `exit_status`. `context` prefixes only the local line.
-  void give_up(TransferStatus status, int exit_status, const std::string& reason,
-               const std::string& context = {}) {
-    ending_ = true;
-    stop_timer();
-    rx_.abort();
-    report(exit_status, context.empty() ? reason : context + ": " + reason);
-    reply(status, reason, [this, exit_status] { finish(exit_status); });
-  }
-
-  // ---- timeouts ----
-  // The header timer runs from the connection until the header is complete; then the idle
-  // timer, which counts only while the receiver waits for the sender (a read or a body chunk
-  // from the socket in flight), not while it hashes. A body chunk completes only once all of it
-  // is stored: when the idle time has passed during one, the timer stops it to learn whether
-  // anything arrived, and the idle time counts afresh if so.
-
-  void waiting_for_sender(OperationHandle op) {
-    sender_op_ = op;
-    waiting_ = true;
-    waiting_since_ = Clock::now();
-  }
-  void sender_answered() { waiting_ = false; }
-
-  void start_header_timer() {
-    if (timeouts_.header.count() <= 0) return;
-    timer_ = loop_.schedule(timeouts_.header, [this] {
-      if (ending_ || rx_.phase() != TransferReceiver::Phase::header) return;
-      time_out(exit_header_timeout,
-               "timed out after " + seconds(timeouts_.header) + " waiting for the header (" +
-                   std::to_string(rx_.header_bytes_received()) + " bytes arrived)");
-    });
-  }
-
-  void start_idle_timer() {
-    if (timeouts_.idle.count() <= 0) return;
-    idle_active_ = true;
-    arm_idle(timeouts_.idle);
-  }
-
-  void arm_idle(std::chrono::nanoseconds delay) {
-    timer_ = loop_.schedule(delay, [this] {
-      if (ending_ || !idle_active_) return;
-      if (!waiting_) {
-        arm_idle(timeouts_.idle);
-        return;
-      }
-      const auto waited = Clock::now() - waiting_since_;
-      if (waited < timeouts_.idle) {
-        arm_idle(timeouts_.idle - waited);
-        return;
-      }
-      if (rx_.phase() == TransferReceiver::Phase::body) {
-        // The wait is a body chunk (the only one in the body phase), which completes only once
-        // all of it is stored: stop it, and its handler decides; if it has finished already, it
-        // goes on and so does the timer.
-        probing_ = loop_.cancel(sender_op_);
-        if (!probing_) arm_idle(timeouts_.idle);
-        return;
-      }
-      time_out_idle();
-    });
-  }
-
-  void time_out_idle() {
+  Task<int> time_out_idle() {
     const std::string after = rx_.phase() == TransferReceiver::Phase::trailer
                                   ? "the body, waiting for its checksum"
                                   : std::to_string(rx_.body_offset()) + " of " +
                                         std::to_string(rx_.header().size) + " bytes";
-    time_out(exit_idle_timeout,
-             "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
-  }
-
-  void stop_timer() {
-    idle_active_ = false;
-    timer_.cancel();
-  }
-
-  void time_out(int exit_status, const std::string& reason) {
-    if (waiting_) {
-      loop_.cancel(sender_op_);  // its handler runs later and sees ending_
-      waiting_ = false;
-    }
-    give_up(TransferStatus::timed_out, exit_status, reason);
+    co_return co_await give_up(
+        TransferStatus::timed_out, exit_idle_timeout,
+        "timed out: nothing arrived for " + seconds(timeouts_.idle) + " after " + after);
   }
 
   static std::string seconds(std::chrono::nanoseconds d) {
     return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
   }
 
+  // The transfer is over without a file: removes what was written, says why (here, and to the
+  // sender, with `status`), and returns `exit_status`. `context` prefixes only the local line.
+  Task<int> give_up(TransferStatus status, int exit_status, std::string reason,
+                    std::string context = {}) {
+    rx_.abort();
+    report(exit_status, context.empty() ? reason : context + ": " + reason);
+    co_await reply(status, reason);
+    co_return exit_status;
+  }
+
   // Sends the verdict (and, when it is not ok, the reason). A refusal is followed by a lingering
   // close: the sender may still be sending, and closing with its bytes unread would reset the
   // connection, possibly before the sender read the verdict. So: shut our side down (FIN after
-  // the verdict), read and drop what still arrives until the sender closes or linger_time
-  // passes, then `then`.
-  template <class F>
-  void reply(TransferStatus status, const std::string& reason, F then) {
-    loop_.write(fd_.get(), encode_reply(status, reason),
-                [this, status, then](std::error_code ec, std::size_t, ByteBuffer) {
-                  if (stopped_) return;
-                  if (ec || status == TransferStatus::ok) {
-                    then();
-                    return;
-                  }
-                  ::shutdown(fd_.get(), SHUT_WR);
-                  lingering_ = true;
-                  after_linger_ = then;
-                  linger_timer_ = loop_.schedule(linger_time, [this] { end_linger(); });
-                  drain(ByteBuffer::allocate(64 * 1024));
-                });
+  // the verdict), then read and drop what still arrives until the sender closes or linger_time
+  // passes.
+  Task<void> reply(TransferStatus status, std::string reason) {
+    ByteBuffer verdict = encode_reply(status, reason);
+    std::error_code ec;
+    co_await socket_->write(verdict, ec);
+    if (ec || status == TransferStatus::ok) {
+      co_return;
+    }
+    try {
+      socket_->shutdown_output();
+    } catch (const std::system_error&) {
+      co_return;  // the sender is gone already
+    }
+    co_await within(loop_, linger_time, drain());
   }
 
-  void drain(ByteBuffer buf) {
-    drain_op_ = loop_.read(fd_.get(), std::move(buf),
-                           [this](std::error_code ec, std::size_t n, ByteBuffer b) {
-                             if (!lingering_) return;
-                             if (ec || n == 0) {
-                               end_linger();
-                               return;
-                             }
-                             b.clear();
-                             drain(std::move(b));
-                           });
-  }
-
-  void end_linger() {
-    if (!lingering_) return;
-    lingering_ = false;
-    linger_timer_.cancel();
-    loop_.cancel(drain_op_);
-    after_linger_();
+  // Reads and drops until the stream ends: the bytes dropped. A stop escapes as
+  // operation_aborted.
+  Task<std::uint64_t> drain() {
+    ByteBuffer buf = ByteBuffer::allocate(64 * 1024);
+    std::uint64_t dropped = 0;
+    while (true) {
+      buf.clear();
+      std::error_code ec;
+      std::int64_t n = 0;
+      n = co_await socket_->read(buf, ec);
+      if (ec == operation_aborted()) {
+        throw std::system_error(ec, "draining");
+      }
+      if (ec || n <= 0) {
+        co_return dropped;
+      }
+      dropped += static_cast<std::uint64_t>(n);
+    }
   }
 
   // Prints `what` (the progress line cleared first) and returns `exit_status`.
@@ -646,34 +598,12 @@ class Receiver {
     return exit_status;
   }
 
-  void finish(int status) {
-    ending_ = true;
-    stopped_ = true;
-    status_ = status;
-    loop_.stop();
-  }
-
   EventLoop& loop_;
-  // Owned here, all closed through loop_ when run() ends.
-  FileDescriptor listen_fd_;
   TransferReceiver& rx_;
   ReceiverTimeouts timeouts_;
   std::uint64_t max_size_;
-  std::unique_ptr<ProgressReporter> progress_;
-  FileDescriptor fd_;  // the sender's connection
-  int status_ = exit_failed;
-  bool ending_ = false;    // the transfer is over (refused, failed or verified): its handlers stop
-  bool stopped_ = false;   // the loop is stopping
-  ScheduledFuture timer_;  // the header timer, then the idle timer
-  bool idle_active_ = false;
-  OperationHandle sender_op_;  // the read or body chunk from the socket in flight
-  bool waiting_ = false;
-  bool probing_ = false;  // the idle timer stopped it to see what arrived
-  Clock::time_point waiting_since_{};
-  bool lingering_ = false;
-  std::function<void()> after_linger_;
-  ScheduledFuture linger_timer_;
-  OperationHandle drain_op_;
+  AsynchronousSocketChannel* socket_ = nullptr;  // the sender's connection, owned by run()
+  std::optional<ProgressReporter> progress_;
 };
 
 int run_recv(const TransferOptions& o) {
@@ -686,34 +616,26 @@ int run_recv(const TransferOptions& o) {
   } catch (const std::exception& e) {
     die("bad --bind address '" + o.bind + "': " + e.what(), exit_usage);
   }
-  sockaddr_storage native{};
-  socklen_t native_len = where.to_native(native);
-  FileDescriptor listener(::socket(where.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const int lfd = listener.get();
-  int one = 1;
-  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&native), native_len) != 0 ||
-      ::listen(lfd, 4) != 0) {
-    die("cannot listen on " + where.to_string() + ": " +
-        std::error_code(errno, std::system_category()).message());
-  }
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&ss), &len);
-  auto bound = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-
   TransferLimits limits;
   limits.max_file_size = o.max_size;
   TransferReceiver rx(o.out, limits);
   EventLoop loop(loop_options(o.backend));
-  std::cout << "niox-transfer listening on " << bound.to_string() << std::endl;
+  std::optional<AsynchronousServerSocketChannel> server;
+  try {
+    server = AsynchronousServerSocketChannel::open(
+        loop, where.family() == AF_INET6 ? ProtocolFamily::inet6 : ProtocolFamily::inet);
+    server->bind(where, 4);
+  } catch (const std::system_error& e) {
+    die("cannot listen on " + where.to_string() + ": " + e.code().message());
+  }
+  std::cout << "niox-transfer listening on " << server->local_address()->to_string() << std::endl;
   ReceiverTimeouts timeouts;
   timeouts.header = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.header_timeout_seconds));
   timeouts.idle = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(o.idle_timeout_seconds));
-  Receiver r(loop, std::move(listener), rx, timeouts, o.max_size);
-  return r.run();
+  Receiver r(loop, rx, timeouts, o.max_size);
+  return run_on(loop, r.run(*server));
 }
 
 }  // namespace

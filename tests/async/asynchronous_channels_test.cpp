@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -500,6 +501,34 @@ TEST_P(AsyncSocketTest, FileTransfersRunOnTheEngineAndReportTheirPath) {
     TransferResult short_one = co_await dst.transfer_from(a, 0, 100);
     EXPECT_EQ(short_one.bytes, 4u);
     EXPECT_TRUE(short_one.end_of_input);
+  };
+  sync_wait(body());
+}
+
+// A file the program opened itself (here an unnamed O_TMPFILE, as a receiver that names its file
+// only once verified makes it) is the channel's to use and close.
+TEST_P(AsyncSocketTest, AdoptedFileTakesATransferAndIsReadBack) {
+  test::TempDir dir;
+  FileDescriptor fd(::open(dir.path().c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
+  if (!fd) {
+    GTEST_SKIP() << "no O_TMPFILE on the test file system";
+  }
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    auto file = AsynchronousFileChannel::adopt(loop(), std::move(fd));
+    EXPECT_TRUE(file.is_open());
+    ByteBuffer out = test::text("adopted and spliced");
+    co_await b.write(out);
+    b.shutdown_output();
+    TransferResult r = co_await file.transfer_from(a, 7, 100);
+    EXPECT_EQ(r.bytes, 19u);
+    EXPECT_TRUE(r.end_of_input);
+    EXPECT_EQ(file.size(), 26u);
+    ByteBuffer back = ByteBuffer::allocate(19);
+    EXPECT_EQ(co_await file.read(back, 7), 19);
+    EXPECT_EQ(text_of(back), "adopted and spliced");
+    file.close();
+    EXPECT_FALSE(file.is_open());
   };
   sync_wait(body());
 }

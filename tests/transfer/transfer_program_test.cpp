@@ -542,6 +542,30 @@ TEST_P(TransferReceiverOptionsTest, SenderStalledBeforeTheChecksumTimesOut) {
                  "nothing arrived for 0.5 s after the body, waiting for its checksum");
 }
 
+// A sender that keeps sending, but too slowly to fill one of the receiver's body chunks within
+// the idle time, is not idle: the receiver stops the chunk to look, finds bytes, and goes on.
+TEST_P(TransferReceiverOptionsTest, SlowButSteadySenderIsNotIdle) {
+  ASSERT_NO_FATAL_FAILURE(start_receiver({"--idle-timeout", "1"}));
+  // Under one chunk (256 KiB) in 3 s: each idle second passes in the middle of one.
+  const auto body = pattern(200 * 1024, 12);
+  auto fd = connect_to(port_);
+  ASSERT_TRUE(fd.valid());
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ASSERT_TRUE(send_all(fd.get(), header_for("slow.bin", body, niox::transfer::xxh64(body))));
+  const std::size_t piece = body.size() / 30;
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(send_all(fd.get(), body.substr(at, piece)));
+  }
+  auto o = outcome_of(std::move(fd));
+  ASSERT_TRUE(o.answer.complete) << "receiver: " << o.said;
+  EXPECT_EQ(o.answer.status, xfer::TransferStatus::ok) << o.answer.reason;
+  EXPECT_EQ(o.rc, 0) << o.said;
+  ASSERT_EQ(out_.list(), std::vector<std::string>{"slow.bin"});
+  EXPECT_TRUE(out_.read("slow.bin") == body);
+}
+
 // More than the output file system has free (1 PiB) under a --max-size that allows it: refused
 // as soon as the header is in, with the reason sent back, a status of its own, nothing kept.
 TEST_P(TransferReceiverOptionsTest, HeaderAnnouncingMoreThanTheFreeSpaceIsRefusedAtOnce) {

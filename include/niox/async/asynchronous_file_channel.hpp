@@ -17,6 +17,7 @@
 #include <niox/async/detail/loop_descriptor.hpp>
 #include <niox/async/asynchronous_socket_channel.hpp>
 #include <niox/async/detail/loop_operation.hpp>
+#include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/buffer/gather.hpp>
 #include <niox/channels/file_channel.hpp>
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <span>
 #include <system_error>
+#include <utility>
 
 namespace niox {
 
@@ -78,6 +80,12 @@ class AsynchronousFileChannel {
   // Opens `path` as FileChannel::open does (same options, errors and mode) for use on `loop`.
   static AsynchronousFileChannel open(EventLoop& loop, const std::filesystem::path& path,
                                       OpenOption options, mode_t mode = 0644);
+  // Takes ownership of an open file (one this program made with flags FileChannel::open does
+  // not offer, say O_TMPFILE), for use on `loop`; the channel closes it. Positional operations
+  // ignore and leave alone the file offset it shares with any duplicate of the descriptor.
+  static AsynchronousFileChannel adopt(EventLoop& loop, FileDescriptor fd) noexcept {
+    return AsynchronousFileChannel(loop, std::move(fd));
+  }
 
   AsynchronousFileChannel(AsynchronousFileChannel&&) noexcept = default;
   AsynchronousFileChannel& operator=(AsynchronousFileChannel&&) noexcept = default;
