@@ -55,7 +55,8 @@ std::uint64_t zero_copy_sends_for(const EventLoop::Options& options,
   TestServer server(options, 1);
   auto handler = std::make_shared<SendTwo>();
   server.bootstrap().child_handler(handler);
-  if (threshold) server.bootstrap().child_option(channel_option::write_zero_copy_threshold, *threshold);
+  if (threshold)
+    server.bootstrap().child_option(channel_option::write_zero_copy_threshold, *threshold);
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoop& loop = server.workers().loop(0);
   const std::uint64_t before = loop.counters().zero_copy_sends;
@@ -74,10 +75,11 @@ TEST_P(ZeroCopyWriteTest, OffByDefault) { EXPECT_EQ(zero_copy_sends_for(options(
 TEST_P(ZeroCopyWriteTest, AFlushAtTheThresholdGoesZeroCopyAndASmallerOneDoesNot) {
   // 64 KiB: only the 2 MiB message reaches it.
   const std::uint64_t sends = zero_copy_sends_for(options(), 64 << 10);
-  if (zero_copy_expected())
+  if (zero_copy_expected()) {
     EXPECT_GE(sends, 1u);
-  else
+  } else {
     EXPECT_EQ(sends, 0u);
+  }
 }
 
 TEST_P(ZeroCopyWriteTest, FlushesBelowTheThresholdArePlain) {
