@@ -299,6 +299,7 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   op->length = a.length;
   op->events = a.events;
   op->more = a.more;
+  op->zero_copy = a.zero_copy;
   op->fn = std::move(fn);
   if (a.single)
     op->bufs.push_back(std::move(*a.single));
@@ -667,6 +668,8 @@ LoopCounters LoopCore::counters() const noexcept {
   c.cq_overflow_flushes = r(stats_.cq_overflow_flushes);
   c.ring_receives = r(stats_.ring_receives);
   c.ring_fallbacks = r(stats_.ring_fallbacks);
+  c.zero_copy_sends = r(stats_.zero_copy_sends);
+  c.zero_copy_fallbacks = r(stats_.zero_copy_fallbacks);
   return c;
 }
 

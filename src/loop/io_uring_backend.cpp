@@ -1,10 +1,12 @@
 #include "loop/io_uring_backend.hpp"
 
+#include <niox/base/log.hpp>
 #include <niox/buffer/gather.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -77,7 +79,10 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
                                bool readiness_only, unsigned receive_ring_entries)
-    : core_(core), ring_(ring), enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)) {
+    : core_(core),
+      ring_(ring),
+      enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)),
+      readiness_only_(readiness_only) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {
     for (int op = 0; op <= IORING_OP_LAST && op <= probe->last_op; ++op) {
@@ -88,7 +93,7 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
   if (readiness_only) {
     for (int op : {IORING_OP_READ, IORING_OP_READV, IORING_OP_RECV, IORING_OP_WRITE,
                    IORING_OP_WRITEV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
-                   IORING_OP_ACCEPT, IORING_OP_CONNECT}) {
+                   IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_SEND_ZC, IORING_OP_SENDMSG_ZC}) {
       has_op_[op] = false;
     }
   }
@@ -127,6 +132,14 @@ void IoUringBackend::ensure_enabled() {
 bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) {
   sqe = io_uring_sqe{};
   if (!op.family->sqe) return false;
+  if (op.zero_copy && op.fd_is_socket &&
+      !(has_op_[IORING_OP_SEND_ZC] && has_op_[IORING_OP_SENDMSG_ZC])) {
+    // The readiness fallback sends with plain syscalls by design: nothing to report there.
+    if (readiness_only_)
+      op.zero_copy = false;
+    else
+      zero_copy_fallback(op, "the ring has no IORING_OP_SEND_ZC");
+  }
   if (recv_ring_ && op.family->sqe_select && op.fd_is_socket && op.bufs.empty() && !op.no_ring) {
     // A quarter of the ring stays for the receives that find it low: when handlers hold the
     // rest (a slow consumer), the others read into pooled buffers rather than wait on ENOBUFS.
@@ -354,6 +367,25 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     }
     return;
   }
+  if (op->zero_copy && op->fd_is_socket && tag == tag_op) {
+    if (flags & IORING_CQE_F_NOTIF) {
+      // The kernel let go of the send's pages: its result may now finish the write or send
+      // the rest (which gets a notification of its own).
+      res = op->value;
+      flags = 0;
+      if (res > 0) AtomicCounters::add(core_.stats().zero_copy_sends, 1);
+    } else if (flags & IORING_CQE_F_MORE) {
+      op->value = res;  // the pages are still in use: hold the result until the notification
+      return;
+    }
+    if ((res == -EINVAL || res == -EOPNOTSUPP) && op->done == 0 &&
+        op->state != OpState::cancelling) {
+      // A socket (or kernel) without zero-copy sends: the same write, plainly.
+      zero_copy_fallback(*op, res == -EINVAL ? "EINVAL" : "EOPNOTSUPP");
+      prep(*op);
+      return;
+    }
+  }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
   if (res == -ENOBUFS && op->family->sqe_select && !op->no_ring &&
       op->state != OpState::cancelling) {
@@ -379,6 +411,15 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   }
   if (!more) op->bstate = BackendState::none;
   core_.on_result(*op, res, more);
+}
+
+void IoUringBackend::zero_copy_fallback(Operation& op, std::string_view why) {
+  op.zero_copy = false;
+  AtomicCounters::add(core_.stats().zero_copy_fallbacks, 1);
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    log(LogLevel::warn, "zero-copy send unavailable ({}): such writes are sent plainly", why);
+  });
 }
 
 bool IoUringBackend::arm_internal(unsigned which) {

@@ -18,6 +18,8 @@
 #include "loop/loop_core.hpp"
 #include "loop/ops/family.hpp"
 
+#include <string_view>
+
 #include <liburing.h>
 
 namespace niox::detail {
@@ -58,10 +60,14 @@ class IoUringBackend final : public Backend {
   bool arm_internal(unsigned which);
   void reap();
   void handle(std::uint64_t user_data, int res, unsigned flags);
+  // A zero-copy write this ring or socket cannot send so goes out plainly from here on: counted,
+  // and the first one of the process reported through the log sink.
+  void zero_copy_fallback(Operation& op, std::string_view why);
 
   LoopCore& core_;
   io_uring ring_;
   bool enabled_;
+  bool readiness_only_;
   bool has_op_[IORING_OP_LAST + 1] = {};
   std::uint16_t refused_ioprio_[IORING_OP_LAST + 1] = {};  // optional flags the kernel refused
   OpList sync_ready_, backlog_;

@@ -21,7 +21,7 @@ struct AtomicCounters {
   std::atomic<std::uint64_t> loop_turns{0}, kernel_entries{0}, ops_submitted{0}, ops_completed{0},
       bytes_read{0}, bytes_written{0}, gathering_writes{0}, gathered_buffers{0}, tasks_run{0},
       wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0}, ring_receives{0},
-      ring_fallbacks{0};
+      ring_fallbacks{0}, zero_copy_sends{0}, zero_copy_fallbacks{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

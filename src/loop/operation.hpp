@@ -77,6 +77,7 @@ struct Operation {
   bool fd_is_socket = false;     // the descriptor it belongs to (home_fd) is a socket
   bool poll_first = false;       // the socket was drained by the last read: wait, then read
   bool more = false;             // write on a socket: MSG_MORE (WriteFlags::more)
+  bool zero_copy = false;        // write on a socket: SEND_ZC (WriteFlags::zero_copy)
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
 
   int fd = -1;
@@ -84,6 +85,8 @@ struct Operation {
   // Whose lanes and close() it belongs to (fd_out for transfer_to); -1: detached.
   int home_fd = -1;
   int events = 0;
+  // Handed to the handler; a zero-copy write keeps here the result of its last send until the
+  // kernel's notification says the pages are free.
   int value = 0;
   int iovcnt = 0;
   unsigned ticks = 0;  // periodic timer: firings not yet handed to the handler

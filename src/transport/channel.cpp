@@ -83,6 +83,11 @@ ChannelConfig& ChannelConfig::set_max_messages_per_read(int n) {
   detail::run_on_loop_and_wait(channel_, [&] { max_messages_per_read_ = n; });
   return *this;
 }
+ChannelConfig& ChannelConfig::set_write_zero_copy_threshold(std::size_t bytes) {
+  detail::run_on_loop_and_wait(channel_, [&] { write_zero_copy_threshold_ = bytes; });
+  return *this;
+}
+
 ChannelConfig& ChannelConfig::set_allow_half_closure(bool on) {
   detail::run_on_loop_and_wait(channel_, [&] { allow_half_closure_ = on; });
   return *this;

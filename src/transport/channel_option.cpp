@@ -36,6 +36,7 @@ void ChannelOptions::merge(const ChannelOptions& o) {
   take(connect_timeout, o.connect_timeout);
   take(allow_half_closure, o.allow_half_closure);
   take(listener_per_loop, o.listener_per_loop);
+  take(write_zero_copy_threshold, o.write_zero_copy_threshold);
 }
 
 std::error_code ChannelOptions::apply_to_socket(int fd, int family) const noexcept {
@@ -67,6 +68,9 @@ void ChannelOptions::apply_to_config(Channel& channel) const {
   }
   if (auto_read) {
     c.set_auto_read(*auto_read);
+  }
+  if (write_zero_copy_threshold) {
+    c.set_write_zero_copy_threshold(*write_zero_copy_threshold);
   }
 }
 

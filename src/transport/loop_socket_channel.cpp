@@ -328,7 +328,11 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
     more_held_ = g.file_region_next && detail::is_ip_family(family_);
-    const WriteFlags flags = more_held_ ? WriteFlags::more : WriteFlags::none;
+    const std::size_t zero_copy_from = config().write_zero_copy_threshold();
+    const WriteFlags flags =
+        (more_held_ ? WriteFlags::more : WriteFlags::none) |
+        (zero_copy_from > 0 && g.bytes >= zero_copy_from ? WriteFlags::zero_copy
+                                                         : WriteFlags::none);
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     if (g.single()) {
       const iovec& v = g.iovecs[0];

@@ -154,16 +154,36 @@ struct OpArgs {
   std::chrono::nanoseconds delay{};        // timers
   std::chrono::nanoseconds period{};       // periodic timers (0 = one-shot)
   bool more = false;                       // write on a socket: MSG_MORE
+  bool zero_copy = false;                  // write on a socket: WriteFlags::zero_copy
 };
 }  // namespace detail
 
-// How a write to a socket is sent. `more` is MSG_MORE on each of its sends: the kernel keeps the
-// write's last partial segment back for the bytes that follow at once, so that a response's
-// header and the first bytes of its file body leave as one segment. The caller must send those
-// bytes next: a write without `more`, or transfer_to, whose last sendfile call pushes. Until
-// then the held bytes wait (Linux sends them after about 200 ms, with its zero-window probe).
-// Ignored where the descriptor is not a socket.
-enum class WriteFlags : std::uint8_t { none = 0, more = 1 };
+// How a write to a socket is sent; the flags combine with |. Ignored where the descriptor is
+// not a socket.
+//
+// `more` is MSG_MORE on each of its sends: the kernel keeps the write's last partial segment
+// back for the bytes that follow at once, so that a response's header and the first bytes of
+// its file body leave as one segment. The caller must send those bytes next: a write without
+// `more`, or transfer_to, whose last sendfile call pushes. Until then the held bytes wait (Linux
+// sends them after about 200 ms, with its zero-window probe).
+//
+// `zero_copy` sends with IORING_OP_SEND_ZC / SENDMSG_ZC: the kernel transmits from the buffers'
+// pages instead of copying them into socket memory. The write still completes, and its buffers
+// are released, only once the kernel has said it is done with every page (the notification
+// after each send), so the buffer rules above hold unchanged; the bytes simply stay in use
+// longer. Worth it for large buffers on a real network device (pinning pages costs more than
+// copying a few KiB; on loopback the kernel copies anyway). io_uring only: epoll and the
+// io_uring readiness fallback send plainly, and so does a ring without the opcodes or a socket
+// that refuses them (EINVAL, EOPNOTSUPP: that write is sent again plainly), the first such
+// fallback reported through the log sink. LoopCounters::zero_copy_sends and zero_copy_fallbacks
+// say which path ran.
+enum class WriteFlags : std::uint8_t { none = 0, more = 1, zero_copy = 2 };
+constexpr WriteFlags operator|(WriteFlags a, WriteFlags b) noexcept {
+  return static_cast<WriteFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+constexpr bool has_flag(WriteFlags flags, WriteFlags one) noexcept {
+  return (static_cast<unsigned>(flags) & static_cast<unsigned>(one)) != 0;
+}
 
 class EventLoop final : public Executor {
  public:
@@ -264,14 +284,14 @@ class EventLoop final : public Executor {
   // The same two writes sent with `flags` (see WriteFlags).
   template <class H>
   OperationHandle write(int fd, ByteBuffer buf, WriteFlags flags, H&& handler) {
-    return start_single(detail::OpKind::write, fd, std::move(buf), std::forward<H>(handler),
-                        flags == WriteFlags::more);
+    return start_single(detail::OpKind::write, fd, std::move(buf), std::forward<H>(handler), flags);
   }
   template <class H>
   OperationHandle write(int fd, std::span<const ByteBuffer> bufs, WriteFlags flags, H&& handler) {
     detail::OpArgs a{detail::OpKind::write, fd};
     a.many = bufs;
-    a.more = flags == WriteFlags::more;
+    a.more = has_flag(flags, WriteFlags::more);
+    a.zero_copy = has_flag(flags, WriteFlags::zero_copy);
     return start(a, wrap_many(std::forward<H>(handler)));
   }
 
@@ -431,10 +451,11 @@ class EventLoop final : public Executor {
  private:
   template <class H>
   OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
-                               bool more = false) {
+                               WriteFlags flags = WriteFlags::none) {
     detail::OpArgs a{kind, fd};
     a.single = &buf;
-    a.more = more;
+    a.more = has_flag(flags, WriteFlags::more);
+    a.zero_copy = has_flag(flags, WriteFlags::zero_copy);
     return start(a, [h = std::forward<H>(handler)](detail::Completion& c) mutable {
       h(c.ec, c.bytes, std::move(c.buffers[0]));
     });

@@ -30,6 +30,11 @@ struct LoopCounters {
   // receives that found the ring empty or low and read into a pooled buffer instead.
   std::uint64_t ring_receives = 0;
   std::uint64_t ring_fallbacks = 0;
+  // io_uring only: sends of zero-copy writes (WriteFlags::zero_copy) that went out zero-copy,
+  // each counted when its notification arrived, and zero-copy writes sent plainly because the
+  // ring or the socket refused the opcode.
+  std::uint64_t zero_copy_sends = 0;
+  std::uint64_t zero_copy_fallbacks = 0;
 
   double buffers_per_gathering_write() const noexcept {
     return gathering_writes ? static_cast<double>(gathered_buffers) / gathering_writes : 0.0;
@@ -47,10 +52,11 @@ struct fmt::formatter<niox::LoopCounters> {
         ctx.out(),
         "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
-        "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={}",
+        "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} zero_copy_sends={} "
+        "zero_copy_fallbacks={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
         c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
-        c.ring_fallbacks);
+        c.ring_fallbacks, c.zero_copy_sends, c.zero_copy_fallbacks);
   }
 };

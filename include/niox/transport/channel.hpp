@@ -101,6 +101,10 @@ class ChannelConfig {
   // Byte budget of one gathering write (the transport seeds it from SO_SNDBUF).
   std::size_t max_bytes_per_gathering_write() const noexcept;
   ChannelConfig& set_max_bytes_per_gathering_write(std::size_t bytes);
+  // Writes of at least this many bytes go out zero-copy, 0 (the default): none. See
+  // channel_option::write_zero_copy_threshold.
+  std::size_t write_zero_copy_threshold() const noexcept { return write_zero_copy_threshold_; }
+  ChannelConfig& set_write_zero_copy_threshold(std::size_t bytes);
 
  private:
   friend class Channel;
@@ -111,6 +115,7 @@ class ChannelConfig {
   bool allow_half_closure_ = false;
   int max_messages_per_read_ = 16;
   std::chrono::milliseconds connect_timeout_{30000};
+  std::size_t write_zero_copy_threshold_ = 0;
 };
 
 class Channel : public std::enable_shared_from_this<Channel> {

@@ -43,6 +43,9 @@ struct ChannelOptions {
   // ServerBootstrap only: one SO_REUSEPORT listener per worker loop instead of one boss loop
   // handing connections out (see bootstrap.hpp).
   std::optional<bool> listener_per_loop;
+  // Flushes of at least this many bytes are sent zero-copy (0: never); see
+  // channel_option::write_zero_copy_threshold.
+  std::optional<std::size_t> write_zero_copy_threshold;
 
   template <class T, class V>
   void set(const SocketOption<T>& option, V&& value) {
@@ -98,6 +101,13 @@ inline constexpr ChannelOption<bool> allow_half_closure{&ChannelOptions::allow_h
 // A ServerBootstrap option: each worker loop gets its own listening socket on the bound port
 // (SO_REUSEPORT), accepts there and keeps what it accepts; the boss group is not used.
 inline constexpr ChannelOption<bool> listener_per_loop{&ChannelOptions::listener_per_loop};
+// A gathering write of at least this many bytes goes out zero-copy (WriteFlags::zero_copy: the
+// kernel sends from the outbound buffer's pages, and the write completes, its messages
+// released, once it let go of them). 0, the default, never. io_uring only: epoll and the
+// readiness fallback send plainly. It pays for large buffers on a real network device; on
+// loopback the kernel copies anyway.
+inline constexpr ChannelOption<std::size_t> write_zero_copy_threshold{
+    &ChannelOptions::write_zero_copy_threshold};
 }  // namespace channel_option
 
 }  // namespace niox

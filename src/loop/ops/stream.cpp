@@ -1,5 +1,7 @@
 // The stream family: read and write at a descriptor's current position; a read completes with
-// what arrived, a write once every byte is written.
+// what arrived, a write once every byte is written. A zero-copy write's send reaches result()
+// only with its notification (the io_uring backend holds the send's result until then), so the
+// rest of a short one is sent, and the write finished, only once the kernel let go of the pages.
 #include "loop/ops/family.hpp"
 
 #include <niox/buffer/buffer_pool.hpp>
@@ -134,7 +136,11 @@ const OpFamily write_family{
         [](io_uring_sqe& sqe, Operation& op) {
           const iovec& v = op.iov[0];
           const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
-          if (op.fd_is_socket && op.iovcnt == 1)
+          if (op.zero_copy && op.fd_is_socket && op.iovcnt == 1)
+            io_uring_prep_send_zc(&sqe, op.fd, v.iov_base, v.iov_len, send_flags, 0);
+          else if (op.zero_copy && op.fd_is_socket)
+            io_uring_prep_sendmsg_zc(&sqe, op.fd, &op.side->msg, send_flags);
+          else if (op.fd_is_socket && op.iovcnt == 1)
             io_uring_prep_send(&sqe, op.fd, v.iov_base, v.iov_len, send_flags);
           else if (op.fd_is_socket)
             io_uring_prep_sendmsg(&sqe, op.fd, &op.side->msg, send_flags);
