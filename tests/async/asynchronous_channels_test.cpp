@@ -378,6 +378,48 @@ TEST_P(AsyncSocketTest, ReceiveBringsItsBufferWhenBytesArrive) {
   EXPECT_EQ(sync_wait(body()), 0u);
 }
 
+// The body of niox-coroutine-echo-server's echo(), kept the same so that its frame is too.
+Task<void> idle_echo(AsynchronousSocketChannel ch) {
+  std::error_code ec;
+  ch.set_option(StandardSocketOptions::tcp_nodelay, true, ec);
+  for (;;) {
+    ByteBuffer buf = co_await ch.receive(64 * 1024, ec);
+    if (ec || !buf.has_remaining()) break;
+    co_await ch.write(buf, ec);
+    if (ec) break;
+  }
+}
+
+// What an idle coroutine connection costs is mostly its frame, which holds the awaiters of the
+// pending receive and of the write: the echo frame must come from the block cache's 512 B class
+// or a smaller one (the next class is 1 KiB, which put an idle connection at about 1.9 KB).
+TEST_P(AsyncSocketTest, AnEchoCoroutineFrameFitsInHalfAKibibyte) {
+  auto body = [&]() -> Task<std::size_t> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    // One free block of every class up to 4 KiB on this thread, so that the frame takes a
+    // cached one and the cache's free bytes fall by exactly its block's size.
+    for (std::size_t size = 64; size <= 4096; size *= 2) {
+      detail::free_cached_object(detail::allocate_cached_object(size), size);
+    }
+    const std::size_t before = BufferPool::for_this_thread().stats().cached_bytes;
+    Task<void> echo = idle_echo(std::move(a));  // lazy: allocates the frame, runs nothing
+    const std::size_t after = BufferPool::for_this_thread().stats().cached_bytes;
+    ByteBuffer ping = test::text("ping");
+    co_await b.write(ping);
+    b.shutdown_output();
+    co_await std::move(echo);  // echoes, then ends at end of stream
+    echo = Task<void>();       // the frame, and with it the connection, goes
+    ByteBuffer back = ByteBuffer::allocate(8);
+    while (co_await b.read(back) > 0) {
+    }
+    EXPECT_EQ(text_of(back), "ping");
+    co_return before - after;
+  };
+  const std::size_t frame_block = sync_wait(body());
+  EXPECT_GT(frame_block, 0u);
+  EXPECT_LE(frame_block, 512u);
+}
+
 // 5,000 connection tasks at once: 10,000 descriptors in this process, each client task
 // connecting, writing and reading its echo concurrently with all the others.
 TEST_P(AsyncSocketTest, FiveThousandConcurrentConnectionTasks) {

@@ -89,7 +89,7 @@ struct LoopOpState {
 template <class R, class Start, class Finish>
 class LoopOperation {
  public:
-  LoopOperation(EventLoop& loop, std::string_view what, std::error_code* ec_out, Start start,
+  LoopOperation(EventLoop& loop, const char* what, std::error_code* ec_out, Start start,
                 Finish finish)
       : loop_(&loop),
         what_(what),
@@ -109,26 +109,19 @@ class LoopOperation {
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) {
     std::stop_token token = stop_token_of(h);
-    if (token.stop_requested()) {
-      early_ = operation_aborted();
-      return false;
-    }
-    if (!loop_->link()->alive()) {
-      early_ = operation_aborted();  // the loop is gone: as if it closed
-      return false;
-    }
+    if (token.stop_requested()) return false;   // no state: aborted
+    if (!loop_->link()->alive()) return false;  // the loop is gone: as if it closed
     state_ = std::allocate_shared<LoopOpState>(CachedObjectAllocator<LoopOpState>());
     state_->h = h;
     if constexpr (std::is_same_v<R, ByteBuffer>) state_->into = &received_;
     state_->loop = loop_;
     state_->link = loop_->link();
-    if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{state_});
+    if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{&state_});
     if (loop_->in_event_loop()) {
       // A stop that came while the callback was being registered cancelled nothing yet.
       if (state_->cancelled.load(std::memory_order_acquire)) {
         stop_.reset();
         state_.reset();
-        early_ = operation_aborted();
         return false;
       }
       state_->op = start_(*loop_, state_);
@@ -144,29 +137,29 @@ class LoopOperation {
     });
     if (state_->link->execute(r)) return true;  // the loop may already run (and free) this frame
     stop_.reset();
-    state_.reset();
-    early_ = operation_aborted();  // the loop is gone: as if it closed
+    state_.reset();  // the loop is gone: as if it closed
     return false;
   }
   R await_resume() {
     stop_.reset();
-    if (early_) {
+    if (!state_) {  // ended before it started
       LoopOpState none;
-      none.ec = early_;
+      none.ec = operation_aborted();
       return fail_or(none);
     }
     return fail_or(*state_);
   }
 
  private:
+  // Points at state_, which is reset only after the callback is gone.
   struct OnStop {
-    std::shared_ptr<LoopOpState> st;
-    void operator()() noexcept { LoopOpState::cancel(st); }
+    std::shared_ptr<LoopOpState>* st;
+    void operator()() noexcept { LoopOpState::cancel(*st); }
   };
 
   R fail_or(LoopOpState& s) {
     if (s.ec && s.ec != LoopError::end_of_file) {
-      if (!ec_out_) throw std::system_error(s.ec, std::string(what_));
+      if (!ec_out_) throw std::system_error(s.ec, what_);
       *ec_out_ = s.ec;
     } else if (ec_out_) {
       ec_out_->clear();
@@ -174,14 +167,18 @@ class LoopOperation {
     return finish_(s);
   }
 
+  // This object sits in the coroutine's frame while the operation is pending, next to the
+  // frame's other awaiters (the echo server's receive and write), so every member counts
+  // towards what an idle connection costs: no error slot (no state after await_suspend means
+  // the operation ended before it started, aborted), the name as one pointer, a stop callback
+  // that points at state_ instead of sharing it, and no room for a stateless Finish.
   EventLoop* loop_;
-  std::string_view what_;
+  const char* what_;
   std::error_code* ec_out_;
   Start start_;
-  Finish finish_;
+  [[no_unique_address]] Finish finish_;
   std::shared_ptr<LoopOpState> state_;
   std::optional<std::stop_callback<OnStop>> stop_;
-  std::error_code early_;
   struct Nothing {};
   // A receive's buffer, handed over by the handler that claimed the state.
   [[no_unique_address]] std::conditional_t<std::is_same_v<R, ByteBuffer>, ByteBuffer, Nothing>
@@ -189,7 +186,7 @@ class LoopOperation {
 };
 
 template <class R, class Start, class Finish>
-LoopOperation<R, Start, Finish> loop_operation(EventLoop& loop, std::string_view what,
+LoopOperation<R, Start, Finish> loop_operation(EventLoop& loop, const char* what,
                                                std::error_code* ec, Start start, Finish finish) {
   return {loop, what, ec, std::move(start), std::move(finish)};
 }
