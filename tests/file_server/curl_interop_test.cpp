@@ -1,6 +1,7 @@
 // The response planner's output on a real socket, read by curl: what a browser or wrk will see
 // once the transport serves it.
 #include "blocking_http_server.hpp"
+#include "support/run_command.hpp"
 #include "temp_tree.hpp"
 
 #include <gtest/gtest.h>
@@ -18,25 +19,10 @@
 namespace niox::http {
 namespace {
 
-// Runs a command, returns its standard output (and whether it exited 0).
-std::string run(const std::string& cmd, bool* ok = nullptr) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  if (ok) *ok = status == 0;
-  return out;
-}
-
 class CurlInteropTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    bool ok = false;
-    run("curl --version >/dev/null 2>&1", &ok);
-    if (!ok) GTEST_SKIP() << "curl is not installed";
+    if (!test::have_command("curl")) GTEST_SKIP() << "curl is not installed";
     big_.resize(3 << 20);
     for (std::size_t i = 0; i < big_.size(); ++i) big_[i] = static_cast<char>('A' + (i * 7) % 26);
     tree_.write("outside/secret.txt", "SECRET");
@@ -49,7 +35,7 @@ class CurlInteropTest : public ::testing::Test {
   }
 
   std::string curl(const std::string& args) {
-    return run("curl -s --max-time 10 " + args + " 2>&1");
+    return test::run_command("curl -s --max-time 10 " + args + " 2>&1");
   }
 
   testing::TempTree tree_;

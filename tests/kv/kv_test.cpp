@@ -1,12 +1,15 @@
 // The kv example end to end, in-process: a real server (ServerBootstrap + the kv pipeline) and
-// KvClient over loopback, on each backend.
+// KvClient over loopback, on each backend; and the same over TLS.
 #include "kv_client.hpp"
 #include "kv_server.hpp"
 #include "support/backends.hpp"
 #include "support/child_process.hpp"
+#include "support/test_certificates.hpp"
 #include "support/transport_sockets.hpp"
 
+#include <niox/ssl/ssl_context.hpp>
 #include <niox/transport/bootstrap.hpp>
+#include <niox/transport/ssl_handler.hpp>
 
 #include <gtest/gtest.h>
 
@@ -47,11 +50,8 @@ class KvTest : public test::BackendTest {
     o.loop = options();
     group_ = std::make_unique<EventLoopGroup>(o);
     ServerBootstrap b;
-    b.group(*group_).child_handler(std::make_shared<ChannelInitializer>([this](Channel& ch) {
-      kv::KvServerConfig config;
-      config.idle_timeout = std::chrono::nanoseconds(idle_timeout_ns_.load());
-      kv::init_server_pipeline(ch, store_, config);
-    }));
+    b.group(*group_).child_handler(
+        std::make_shared<ChannelInitializer>([this](Channel& ch) { init_child(ch); }));
     auto bound = b.bind(InetSocketAddress::loopback_v4(0));
     bound.sync();
     server_ = std::static_pointer_cast<LoopServerSocketChannel>(bound.channel());
@@ -62,6 +62,12 @@ class KvTest : public test::BackendTest {
     if (group_) group_->shutdown_gracefully();
   }
   SocketAddress address() const { return *server_->local_address(); }
+  // Each accepted connection's pipeline.
+  virtual void init_child(Channel& ch) {
+    kv::KvServerConfig config;
+    config.idle_timeout = std::chrono::nanoseconds(idle_timeout_ns_.load());
+    kv::init_server_pipeline(ch, store_, config);
+  }
 
   kv::KvStore store_;
   // The idle timeout of the connections accepted from then on (0: none).
@@ -384,6 +390,57 @@ TEST(KvServerArgs, DefaultsEveryOptionAndBadValues) {
 }
 
 NIOX_INSTANTIATE_BACKENDS(KvTest);
+
+// The kv example over TLS: an SslHandler in front of the kv pipeline on both sides.
+class KvTlsTest : public KvTest {
+ protected:
+  void init_child(Channel& ch) override {
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl_.new_engine()));
+    kv::init_server_pipeline(ch, store_);
+  }
+  SslContext client_ssl() const {
+    return SslContextBuilder::for_client()
+        .trust_manager(Pem::memory(ca_.certificate_pem()))
+        .build();
+  }
+
+  test::TestCertificateAuthority ca_;
+  test::PemPair leaf_ = ca_.issue();  // for localhost and 127.0.0.1
+  SslContext server_ssl_ =
+      SslContextBuilder::for_server(Pem::memory(leaf_.certificate), Pem::memory(leaf_.private_key))
+          .build();
+};
+
+TEST_P(KvTlsTest, PutGetDeleteOverTls) {
+  kv::KvClient c(*group_, address(), client_ssl());
+  const std::string big(300'000, 'v');
+  EXPECT_EQ(c.put("a", buffer_of("alpha")).get().status, kv::Status::ok);
+  EXPECT_EQ(c.put("big", buffer_of(big)).get().status, kv::Status::ok);
+  auto r = c.get("a").get();
+  ASSERT_EQ(r.status, kv::Status::ok);
+  EXPECT_EQ(text(r.value), "alpha");
+  r = c.get("big").get();
+  ASSERT_EQ(r.status, kv::Status::ok);
+  EXPECT_TRUE(text(r.value) == big);
+  EXPECT_EQ(c.del("a").get().status, kv::Status::ok);
+  EXPECT_EQ(c.get("a").get().status, kv::Status::not_found);
+}
+
+TEST_P(KvTlsTest, UntrustedServerOrWrongNameIsRefused) {
+  auto system_trust = SslContextBuilder::for_client().build();
+  EXPECT_THROW(kv::KvClient(*group_, address(), system_trust), std::system_error);
+  try {
+    kv::KvClient c(*group_, address(), client_ssl(), "kv.example.com");
+    FAIL() << "a certificate for localhost passed for kv.example.com";
+  } catch (const std::system_error& e) {
+    EXPECT_TRUE(is_certificate_verify_error(e.code())) << e.what();
+  }
+  // The server is unharmed.
+  kv::KvClient ok(*group_, address(), client_ssl(), "localhost");
+  EXPECT_EQ(ok.put("k", buffer_of("v")).get().status, kv::Status::ok);
+}
+
+NIOX_INSTANTIATE_BACKENDS(KvTlsTest);
 
 }  // namespace
 
