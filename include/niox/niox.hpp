@@ -36,6 +36,7 @@
 // async/: C++20 coroutines and Java NIO.2's asynchronous channels
 #include <niox/async/asynchronous_file_channel.hpp>
 #include <niox/async/asynchronous_socket_channel.hpp>
+#include <niox/async/asynchronous_tls_channel.hpp>
 #include <niox/async/spawn.hpp>
 #include <niox/async/task.hpp>
 #include <niox/async/when_all.hpp>

@@ -1,6 +1,7 @@
 #include <niox/base/log.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -8,7 +9,13 @@ namespace niox {
 
 namespace {
 
-void stderr_sink(LogLevel, std::string_view message) {
+void stderr_sink(LogLevel level, std::string_view message) {
+  // Debug lines only on request: programs' standard error stays quiet by default.
+  static const bool debug = [] {
+    const char* env = std::getenv("NIOX_LOG");
+    return env != nullptr && std::string_view(env) == "debug";
+  }();
+  if (level == LogLevel::debug && !debug) return;
   // One fwrite per line, so that lines from several threads do not interleave.
   std::string line;
   line.reserve(message.size() + 7);

@@ -182,20 +182,18 @@ void SslHandler::unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src) {
     if (r.status == SslEngineStatus::buffer_underflow) {
       break;
     }
-    if (r.handshake_status == HandshakeStatus::need_wrap) {
-      wrap_engine_output(ctx);
-    } else if (r.handshake_status == HandshakeStatus::finished) {
-      handshake_done(ctx, {});
-    }
     if (r.status == SslEngineStatus::closed) {
       // The peer's close_notify: the connection ends here, ours answering it.
       deliver();
       inbound_reported_ = true;
       ctx.fire_user_event_triggered(SslCloseCompletionEvent{});
-      wrap_engine_output(ctx);
-      ctx.flush();
-      finish_close(ctx);
+      answer_close_notify(ctx);
       return;
+    }
+    if (r.handshake_status == HandshakeStatus::need_wrap) {
+      wrap_engine_output(ctx);
+    } else if (r.handshake_status == HandshakeStatus::finished) {
+      handshake_done(ctx, {});
     }
   }
   deliver();
@@ -440,6 +438,30 @@ void SslHandler::after_pending(ChannelHandlerContext& ctx,
   } else {
     after_pending_ = std::move(then);
   }
+}
+
+// Closing at once would drop our close_notify with the writes still queued, and the peer
+// would see a truncation: the connection closes once the answer has left.
+void SslHandler::answer_close_notify(ChannelHandlerContext& ctx) {
+  ByteBuffer out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
+  std::error_code ec;
+  for (;;) {
+    ByteBuffer none;
+    SslEngineResult r = engine_.wrap(none, out, ec);
+    if (ec || r.bytes_produced == 0 || !out.has_remaining()) {
+      break;
+    }
+  }
+  if (out.position() == 0) {
+    ctx.flush();
+    finish_close(ctx);
+    return;
+  }
+  ctx.write_and_flush(out.flip()).add_listener([this](const std::error_code&) {
+    if (ctx_ != nullptr) {
+      finish_close(*ctx_);
+    }
+  });
 }
 
 void SslHandler::finish_close(ChannelHandlerContext& ctx) {

@@ -25,6 +25,7 @@ std::string_view to_string(LogLevel level) noexcept;
 
 using LogSink = std::function<void(LogLevel level, std::string_view message)>;
 
+// The default sink writes "niox: <line>" to stderr; debug lines only when NIOX_LOG=debug.
 // Installs `sink` (thread-safe; an empty function restores the stderr sink) and returns the
 // previous one. Lines logged while it is being replaced go to one of the two.
 LogSink set_log_sink(LogSink sink);

@@ -101,6 +101,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void fail(ChannelHandlerContext& ctx, std::error_code cause);
   void fail_pending(std::error_code cause);
   void finish_close(ChannelHandlerContext& ctx);
+  void answer_close_notify(ChannelHandlerContext& ctx);
   void cancel_timers() noexcept;
   // Runs `then` once every pending write has been encrypted and handed on (at once when none
   // waits): close_notify must follow the last record, not overtake a FileRegion's next piece.

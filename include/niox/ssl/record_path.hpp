@@ -1,0 +1,28 @@
+// Where a TLS connection's records are encrypted and decrypted: in user space by the
+// SslEngine (OpenSSL over memory buffers), or by the kernel (kTLS: the socket carries the
+// "tls" upper-layer protocol with the session keys, so write/sendfile send records and read
+// returns plaintext).
+//
+// kTLS needs the kernel's "tls" ULP, listed in /proc/sys/net/ipv4/tcp_available_ulp. Where it
+// is missing, every connection uses user_space records; nothing else changes for the caller.
+// The key hand-over itself is not built yet (docs/ssl.md, "Not yet"), so today every
+// connection reports user_space.
+#pragma once
+
+#include <string_view>
+
+namespace niox {
+
+enum class RecordPath { user_space, ktls };
+
+std::string_view to_string(RecordPath path) noexcept;
+
+// Whether `available_ulps` (the text of tcp_available_ulp: names separated by spaces) offers
+// "tls".
+bool ulp_list_offers_tls(std::string_view available_ulps) noexcept;
+
+// Whether this kernel offers the "tls" ULP. Read once per process, and logged once at debug
+// level with the path connections will take.
+bool kernel_tls_available() noexcept;
+
+}  // namespace niox
