@@ -173,10 +173,9 @@ Task<std::size_t> AsynchronousTlsChannel::write_impl(std::span<ByteBuffer> srcs,
   if (ec) co_return 0;
   std::size_t total = 0;
   while (total_remaining(srcs) > 0) {
-    const std::size_t records =
-        std::min(records_per_write,
-                 (total_remaining(srcs) + SslEngine::application_buffer_size() - 1) /
-                     SslEngine::application_buffer_size());
+    const std::size_t records = std::min(
+        records_per_write, (total_remaining(srcs) + SslEngine::application_buffer_size() - 1) /
+                               SslEngine::application_buffer_size());
     const std::size_t room = records * SslEngine::packet_buffer_size();
     if (net_out_.capacity() < room) net_out_ = ByteBuffer::allocate(room);
     net_out_.clear();

@@ -15,8 +15,8 @@ bool ulp_list_offers_tls(std::string_view available_ulps) noexcept {
   std::size_t at = 0;
   while (at < available_ulps.size()) {
     const std::size_t end = available_ulps.find_first_of(" \t\n", at);
-    const std::string_view name =
-        available_ulps.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    const std::string_view name = available_ulps.substr(
+        at, end == std::string_view::npos ? std::string_view::npos : end - at);
     if (name == "tls") return true;
     if (end == std::string_view::npos) break;
     at = end + 1;
@@ -36,7 +36,8 @@ bool kernel_tls_available() noexcept {
     }
     const bool tls = ulp_list_offers_tls(ulps);
     // Until the key hand-over exists both cases take user-space records; the line says why.
-    log(LogLevel::debug, "TLS records: user_space (kernel tls ULP {}; kTLS key hand-over not built)",
+    log(LogLevel::debug,
+        "TLS records: user_space (kernel tls ULP {}; kTLS key hand-over not built)",
         tls ? "offered" : "not offered");
     return tls;
   }();

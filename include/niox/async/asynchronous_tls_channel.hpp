@@ -132,7 +132,8 @@ class AsynchronousTlsChannel {
   ByteBuffer app_in_;   // decrypted, not yet read: [position, limit)
   bool handshake_done_ = false;
   bool reading_ = false;
-  RecordPath record_path_ = RecordPath::user_space;  // a read is outstanding: shutdown() leaves the peer's close_notify to it
+  RecordPath record_path_ = RecordPath::
+      user_space;  // a read is outstanding: shutdown() leaves the peer's close_notify to it
 };
 
 }  // namespace niox
