@@ -473,6 +473,22 @@ void SslHandler::finish_close(ChannelHandlerContext& ctx) {
   });
 }
 
+void SslHandler::user_event_triggered(ChannelHandlerContext& ctx, std::any event) {
+  if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr && handshake_started_ &&
+      !inbound_reported_ && !failed_) {
+    // Held writes (a reply before the handshake finished) would otherwise wait forever for a
+    // handshake that cannot finish, and hold the channel open with them.
+    inbound_reported_ = true;
+    std::error_code truncated;
+    engine_.close_inbound(truncated);
+    if (!truncated) truncated = make_error_code(SslErrc::truncated);
+    ctx.fire_user_event_triggered(SslCloseCompletionEvent{truncated});
+    fail(ctx, truncated);
+    return;
+  }
+  ctx.fire_user_event_triggered(std::move(event));
+}
+
 void SslHandler::channel_inactive(ChannelHandlerContext& ctx) {
   cancel_timers();
   after_pending_ = nullptr;

@@ -77,6 +77,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void handler_removed(ChannelHandlerContext& ctx) override;
   void channel_active(ChannelHandlerContext& ctx) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
+  // With half-closure allowed, the peer's end of input arrives as ChannelInputShutdownEvent: without
+  // its close_notify first that is a truncation (or a failed handshake), and the connection fails
+  // and closes as on any TLS error; after it, the event goes on.
+  void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override;
   void channel_read(ChannelHandlerContext& ctx, Message msg) override;
   void channel_read_complete(ChannelHandlerContext& ctx) override;
   void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
