@@ -151,8 +151,8 @@ class SslHandlerTest : public DescriptorCheckedTest {
 };
 
 TEST_P(SslHandlerTest, NioxClientAndServerEchoEveryByte) {
-  TestServer server(options(), 1);
   ServerLog log;
+  TestServer server(options(), 1);
   SocketAddress addr = serve_tls_echo(server, log);
   EventLoopGroup group(TestServer::group_options(options(), 1));
   for (std::size_t size :
@@ -172,8 +172,8 @@ TEST_P(SslHandlerTest, NioxClientAndServerEchoEveryByte) {
 
 // A raw peer for the bad-input cases: plaintext, noise and broken records to the TLS port.
 TEST_P(SslHandlerTest, PlaintextHttpAndNoiseCloseThatConnectionOnly) {
-  TestServer server(options(), 1);
   ServerLog log;
+  TestServer server(options(), 1);
   SocketAddress addr = serve_tls_echo(server, log);
   {
     PeerSocket http(addr);
@@ -208,8 +208,8 @@ TEST_P(SslHandlerTest, PlaintextHttpAndNoiseCloseThatConnectionOnly) {
 
 // The first bytes of a real ClientHello, then nothing: the handshake timeout closes it.
 TEST_P(SslHandlerTest, PeerStalledMidHandshakeIsClosedAtTheTimeout) {
-  TestServer server(options(), 1);
   ServerLog log;
+  TestServer server(options(), 1);
   SocketAddress addr = serve_tls_echo(
       server, log, {std::chrono::milliseconds(300), std::chrono::milliseconds(3000)});
   SslEngine client = client_ssl.new_engine("localhost");
@@ -276,8 +276,8 @@ class BlockingTlsPeer {
 };
 
 TEST_P(SslHandlerTest, CloseWithoutCloseNotifyAndTruncatedRecordAreTruncation) {
-  TestServer server(options(), 1);
   ServerLog log;
+  TestServer server(options(), 1);
   SocketAddress addr = serve_tls_echo(server, log);
   {
     BlockingTlsPeer peer(addr, client_ssl.new_engine("localhost"));
@@ -346,8 +346,8 @@ TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
 }
 
 TEST_P(SslHandlerTest, WrongHostNameFailsTheClientHandshake) {
-  TestServer server(options(), 1);
   ServerLog log;
+  TestServer server(options(), 1);
   SocketAddress addr = serve_tls_echo(server, log);
   EventLoopGroup group(TestServer::group_options(options(), 1));
   auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("example.com"));
@@ -426,8 +426,8 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
 }
 
 TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
-  TestServer server(options(), 2);
   ServerLog log;
+  TestServer server(options(), 2);
   SocketAddress addr = serve_tls_echo(server, log);
   EventLoopGroup group(TestServer::group_options(options(), 2));
   constexpr int connections = 1000;
