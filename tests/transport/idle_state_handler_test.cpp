@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <any>
+#include <string>
 #include <vector>
 
 using namespace niox;
@@ -79,7 +81,7 @@ TEST(IdleStateHandler, AllIdleNeedsNeitherReadsNorWrites) {
 
 TEST(IdleStateHandler, TimersStopWhenRemovedOrInactive) {
   EmbeddedChannel ch({std::make_shared<IdleStateHandler>(1s, 1s, 1s)});
-  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 3u);
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 1u);  // the loop's idle timer, for all three
   ch.pipeline().remove(ch.pipeline().names().front());
   EXPECT_EQ(ch.event_loop().scheduled_tasks(), 0u);
   ch.advance_time(10s);
@@ -91,6 +93,69 @@ TEST(IdleStateHandler, TimersStopWhenRemovedOrInactive) {
   ch2.advance_time(10s);
   EXPECT_TRUE(take_events(ch2).empty());
   EXPECT_EQ(ch2.event_loop().scheduled_tasks(), 0u);
+}
+
+// Every IdleStateHandler of a loop waits on one timer of that loop, armed for the earliest
+// deadline: handlers with different periods still fire each at its own time, in time order.
+TEST(IdleStateHandler, HandlersOfOneLoopShareOneTimerAndFireInDeadlineOrder) {
+  class Recorder final : public ChannelHandler {
+   public:
+    explicit Recorder(std::vector<std::string>& log, std::string name)
+        : log_(log), name_(std::move(name)) {}
+    void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
+      if (auto* e = std::any_cast<IdleStateEvent>(&event)) {
+        log_.push_back(name_ + (e->first ? "" : "+"));
+        return;  // not passed on: only this handler's own events reach it
+      }
+      ctx.fire_user_event_triggered(std::move(event));
+    }
+
+   private:
+    std::vector<std::string>& log_;
+    std::string name_;
+  };
+  std::vector<std::string> log;
+  EmbeddedChannel ch(
+      {std::make_shared<IdleStateHandler>(5s, 0s, 0s), std::make_shared<Recorder>(log, "a"),
+       std::make_shared<IdleStateHandler>(3s, 0s, 0s), std::make_shared<Recorder>(log, "b"),
+       std::make_shared<IdleStateHandler>(0s, 0s, 4s), std::make_shared<Recorder>(log, "c")});
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 1u);
+  ch.advance_time(2s);
+  EXPECT_TRUE(log.empty());
+  ch.advance_time(1s);  // t=3: b
+  EXPECT_EQ(log, (std::vector<std::string>{"b"}));
+  ch.advance_time(1s);  // t=4: c
+  ch.advance_time(1s);  // t=5: a
+  ch.advance_time(1s);  // t=6: b again
+  EXPECT_EQ(log, (std::vector<std::string>{"b", "c", "a", "b+"}));
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 1u);
+  // A read postpones every reader and all-idle deadline; the timer follows the earliest.
+  ch.write_inbound(ByteBuffer::allocate(1));
+  ch.inbound_messages().clear();
+  log.clear();
+  ch.advance_time(3s);  // t=9: b, 3 s after the read
+  EXPECT_EQ(log, (std::vector<std::string>{"b"}));
+  ch.close();
+  ch.run_pending_tasks();
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 0u);
+}
+
+// Two channels on one loop: the one removed leaves the other's deadline in place.
+TEST(IdleStateHandler, RemovingOneHandlerKeepsTheOthersDeadline) {
+  EmbeddedChannel ch;
+  auto first = std::make_shared<IdleStateHandler>(2s, 0s, 0s);
+  auto second = std::make_shared<IdleStateHandler>(7s, 0s, 0s);
+  ch.pipeline().add_last("first", first);
+  ch.pipeline().add_last("second", second);
+  ch.advance_time(1s);
+  ch.pipeline().remove("first");
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 1u);
+  ch.advance_time(5s);  // t=6: the removed handler's 2 s and 4 s passed unseen
+  EXPECT_TRUE(take_events(ch).empty());
+  ch.advance_time(1s);  // t=7
+  EXPECT_EQ(take_events(ch), (std::vector<IdleStateEvent>{{IdleState::reader_idle, true}}));
+  ch.pipeline().remove("second");
+  EXPECT_EQ(ch.event_loop().scheduled_tasks(), 0u);
 }
 
 TEST(ReadTimeoutHandler, ClosesAConnectionThatSendsTooSlowly) {

@@ -3,10 +3,12 @@
 // ReadTimeoutHandler, which closes a connection that sends nothing for too long — the defence
 // against slowloris-style peers.
 //
-// Timing uses the channel's Executor: schedule() for the timers and now() for the clock, so it
-// runs on the event loop in production and on EmbeddedChannel's manual clock in tests. A read
-// counts when channel_read_complete ends a batch of reads; a write counts when it completes
-// (its bytes were taken by the kernel), not when it is queued.
+// Timing uses the channel's Executor: now() for the clock and schedule() for one timer per
+// executor, shared by every IdleStateHandler on it (a queue ordered by deadline), so it runs on
+// the event loop in production and on EmbeddedChannel's manual clock in tests. An idle
+// connection costs a queue entry and no timer of its own. A read counts when
+// channel_read_complete ends a batch of reads; a write counts when it completes (its bytes were
+// taken by the kernel), not when it is queued.
 //
 // A zero duration disables that kind of idleness. The first event of an idle period has
 // first == true; while the channel stays idle the event repeats every period with first false.
@@ -16,10 +18,15 @@
 #include <niox/loop/executor.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 
 namespace niox {
+
+namespace detail {
+class IdleTimerQueue;
+}
 
 enum class IdleState { reader_idle, writer_idle, all_idle };
 
@@ -53,39 +60,41 @@ class IdleStateHandler : public ChannelDuplexHandler {
   virtual void channel_idle(ChannelHandlerContext& ctx, IdleStateEvent event);
 
  private:
+  friend class detail::IdleTimerQueue;
   using TimePoint = Executor::Clock::time_point;
   struct Shared {
     TimePoint last_write;
     bool first_writer_idle = true;
     bool first_all_idle = true;
   };
+  enum Kind : std::uint8_t { reader = 0, writer = 1, all = 2 };
+  static constexpr std::uint32_t not_queued = ~std::uint32_t{0};
 
   void initialize(ChannelHandlerContext& ctx);
   void destroy() noexcept;
+  // The queue calls this when `kind`'s deadline has come (the entry is already out of it).
+  void timeout(Kind kind);
   void reader_timeout(ChannelHandlerContext& ctx);
   void writer_timeout(ChannelHandlerContext& ctx);
   void all_timeout(ChannelHandlerContext& ctx);
-  ScheduledFuture schedule(ChannelHandlerContext& ctx, Duration delay,
-                           void (IdleStateHandler::*task)(ChannelHandlerContext&));
   // The end of every timeout: with no time `left` the channel has been idle for the whole
-  // period, so `timer` starts a full one and the event fires (`first` only the first time);
-  // otherwise `timer` waits out what is left.
-  void fire_or_wait(ChannelHandlerContext& ctx, Duration left, Duration period,
-                    ScheduledFuture& timer,
-                    void (IdleStateHandler::*timeout)(ChannelHandlerContext&), IdleState state,
-                    bool& first);
+  // period, so `kind` waits a full one and the event fires (`first` only the first time);
+  // otherwise `kind` waits out what is left.
+  void fire_or_wait(ChannelHandlerContext& ctx, Duration left, Duration period, Kind kind,
+                    IdleState state, bool& first);
 
   Duration reader_idle_;
   Duration writer_idle_;
   Duration all_idle_;
-  int state_ = 0;  // 0 new, 1 initialized, 2 destroyed
+  std::uint8_t state_ = 0;  // 0 new, 1 initialized, 2 destroyed
   bool reading_ = false;
   bool first_reader_idle_ = true;
+  // Where each kind's deadline sits in queue_ (an index the queue keeps up to date).
+  std::uint32_t slot_[3] = {not_queued, not_queued, not_queued};
   TimePoint last_read_{};
+  ChannelHandlerContext* ctx_ = nullptr;                         // while initialized
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();  // also held by write listeners
-  ScheduledFuture reader_timer_;
-  ScheduledFuture writer_timer_;
-  ScheduledFuture all_timer_;
+  std::shared_ptr<detail::IdleTimerQueue> queue_;  // the executor's, while initialized
 };
 
 // Thrown into exception_caught by ReadTimeoutHandler.
