@@ -15,6 +15,10 @@
 // max_queued_responses responses and leaves the rest of the input unconsumed: the transport stops
 // reading until its writes drain (Netty's autoRead=false), and calls on_read again.
 //
+// Memory: between requests a connection holds no decoder. One is taken when a request's first
+// byte arrives (from the thread's spare decoders: no allocation once warm) and given back once
+// the request is answered, so an idle keep-alive connection costs this object alone.
+//
 // Closing: after a response with keep_alive == false (a decoding error, "Connection: close",
 // HTTP/1.0 without keep-alive, a 5xx) nothing more is decoded; is_closing() turns true and the
 // rest of the input is dropped. The connection is closed after that response is written.
@@ -26,6 +30,7 @@
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <ctime>
+#include <memory>
 #include <vector>
 
 namespace niox::http {
@@ -52,12 +57,17 @@ class HttpServerConnection {
   // closed once the responses already produced are written.
   bool on_end_of_input() noexcept;
 
-  const HttpRequestDecoder& decoder() const noexcept { return decoder_; }
+  // True when no part of a request (head or skipped body) is pending: nothing of one has
+  // arrived, or all of it was answered. An end of stream here is a clean close.
+  bool is_idle() const noexcept { return !decoder_ || decoder_->is_idle(); }
+  // Whether a decoder is held: only while a request is partly read, or after a decoding error.
+  bool holds_decoder() const noexcept { return decoder_ != nullptr; }
 
  private:
   const StaticFileResponder& responder_;
   OpenFileCache* cache_;
-  HttpRequestDecoder decoder_;
+  HttpDecoderConfig decoder_config_;
+  std::unique_ptr<HttpRequestDecoder> decoder_;  // while a request is being read
   std::size_t max_queued_;
   bool closing_ = false;
 };

@@ -173,7 +173,7 @@ class HttpServerHandler final : public ChannelHandler {
         close_after_flush(ctx, last, /*linger=*/true);
       }
     }
-    if (conn_.decoder().is_idle()) {
+    if (conn_.is_idle()) {
       head_started_.reset();
     } else if (!head_started_) {
       head_started_ = std::chrono::steady_clock::now();  // a request has begun
