@@ -128,10 +128,8 @@ std::string ChannelPipeline::checked_name(std::string name) {
 
 ChannelHandlerContext* ChannelPipeline::link_after(ChannelHandlerContext* prev, std::string name,
                                                    std::shared_ptr<ChannelHandler> handler) {
-  auto* ctx = contexts_
-                  .emplace_back(std::unique_ptr<ChannelHandlerContext>(
-                      new ChannelHandlerContext(*this, std::move(name), std::move(handler))))
-                  .get();
+  // Owned by the chain from here until unlink() hands it to removed_.
+  auto* ctx = new ChannelHandlerContext(*this, std::move(name), std::move(handler));
   ctx->prev_ = prev;
   ctx->next_ = prev->next_;
   prev->next_->prev_ = ctx;
@@ -195,17 +193,25 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   ctx.prev_->next_ = ctx.next_;
   ctx.next_->prev_ = ctx.prev_;
   ctx.removed_ = true;
-  auto it = std::find_if(contexts_.begin(), contexts_.end(),
-                         [&](const auto& p) { return p.get() == &ctx; });
-  removed_.push_back(std::move(*it));
-  contexts_.erase(it);
+  std::unique_ptr<ChannelHandlerContext> owned(&ctx);
+  try {
+    removed_.push_back(std::move(owned));
+  } catch (...) {
+    // Out of memory: an event may still be inside ctx, so it cannot be freed now; it stays
+    // allocated for good rather than be freed under that event.
+    (void)owned.release();
+  }
   auto handler = ctx.handler_;
   Frame frame(*this);
   handler->handler_removed(ctx);
   return handler;
 }
 
-void ChannelPipeline::release_removed() noexcept { removed_.clear(); }
+void ChannelPipeline::release_removed() noexcept {
+  // The capacity goes too: most pipelines remove one handler once (a ChannelInitializer), and
+  // an idle connection should not keep the vector that held it.
+  std::vector<std::unique_ptr<ChannelHandlerContext>>().swap(removed_);
+}
 
 std::shared_ptr<ChannelHandler> ChannelPipeline::remove(std::string_view name) {
   if (detail::must_hop(*channel_)) {
