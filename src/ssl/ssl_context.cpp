@@ -280,6 +280,9 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   // An idle connection holds no record buffers (the design's memory-per-connection figure).
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  // The TLS 1.3 traffic secrets reach the engine here, for a kTLS hand-over
+  // (SslEngine::export_traffic_keys); nothing is written anywhere.
+  SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
 
   if (s.cert_chain && s.private_key) {
     if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||

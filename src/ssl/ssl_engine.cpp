@@ -4,12 +4,16 @@
 
 #include <niox/ssl/ssl_engine.hpp>
 
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/kdf.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <climits>
+#include <vector>
 
 namespace niox {
 namespace {
@@ -79,6 +83,8 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   BIO_set_mem_eof_return(network_out_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
   SSL_set_app_data(ssl_, this);
+  SSL_set_msg_callback(ssl_, &Impl::on_message);
+  SSL_set_msg_callback_arg(ssl_, this);
   if (!client_) {
     SSL_set_accept_state(ssl_);
     return;
@@ -383,6 +389,147 @@ void SslEngine::Impl::close_inbound(std::error_code& ec) noexcept {
   }
 }
 
+// ---- kTLS: the traffic keys ------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view client_traffic_secret_0 = "CLIENT_TRAFFIC_SECRET_0";
+constexpr std::string_view server_traffic_secret_0 = "SERVER_TRAFFIC_SECRET_0";
+constexpr unsigned char key_update_message = 24;  // SSL3_MT_KEY_UPDATE
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// HKDF-Expand-Label(secret, label, "", length) of RFC 8446 7.1.
+bool hkdf_expand_label(const EVP_MD* md, std::span<const unsigned char> secret,
+                       std::string_view label, unsigned char* out, std::size_t length) {
+  std::vector<unsigned char> info;
+  constexpr std::string_view prefix = "tls13 ";
+  info.push_back(static_cast<unsigned char>(length >> 8));
+  info.push_back(static_cast<unsigned char>(length & 0xff));
+  info.push_back(static_cast<unsigned char>(prefix.size() + label.size()));
+  info.insert(info.end(), prefix.begin(), prefix.end());
+  info.insert(info.end(), label.begin(), label.end());
+  info.push_back(0);  // no context
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (kdf == nullptr) return false;
+  EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
+  EVP_KDF_free(kdf);
+  if (kctx == nullptr) return false;
+  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST,
+                                       const_cast<char*>(EVP_MD_get0_name(md)), 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
+                                        const_cast<unsigned char*>(secret.data()), secret.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
+      OSSL_PARAM_construct_end()};
+  const bool ok = EVP_KDF_derive(kctx, out, length, params) == 1;
+  EVP_KDF_CTX_free(kctx);
+  return ok;
+}
+
+}  // namespace
+
+SslEngine::Impl::Traffic::~Traffic() { OPENSSL_cleanse(secret.data(), secret.size()); }
+
+void SslEngine::Impl::on_keylog(const SSL* ssl, const char* line) {
+  auto* self = static_cast<Impl*>(SSL_get_app_data(ssl));
+  if (self == nullptr || line == nullptr) return;
+  const std::string_view text(line);
+  const std::size_t label_end = text.find(' ');
+  const std::size_t secret_at = text.rfind(' ');
+  if (label_end == std::string_view::npos || secret_at == label_end) return;
+  const std::string_view label = text.substr(0, label_end);
+  const bool client_secret = label == client_traffic_secret_0;
+  if (!client_secret && label != server_traffic_secret_0) return;
+  // The client's secret protects what the client sends.
+  Traffic& t = client_secret == self->client_ ? self->outbound_ : self->inbound_;
+  const std::string_view hex = text.substr(secret_at + 1);
+  if (hex.size() % 2 != 0 || hex.size() / 2 > t.secret.size()) return;
+  for (std::size_t i = 0; i < hex.size() / 2; ++i) {
+    const int hi = hex_value(hex[2 * i]);
+    const int lo = hex_value(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return;
+    t.secret[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  t.secret_size = hex.size() / 2;
+  // The new keys start at record 0; OpenSSL installs them right after this call.
+  t.records = 0;
+  t.known = true;
+}
+
+void SslEngine::Impl::on_message(int write_p, int, int content_type, const void* buf,
+                                 std::size_t len, SSL*, void* arg) {
+  auto* self = static_cast<Impl*>(arg);
+  Traffic& t = write_p != 0 ? self->outbound_ : self->inbound_;
+  if (content_type == SSL3_RT_HEADER) {
+    // Called once per record, after its header was written (encrypted) or read (before it is
+    // decrypted, so the record that carries a key change still counts under the old keys).
+    if (t.known) ++t.records;
+  } else if (content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+             static_cast<const unsigned char*>(buf)[0] == key_update_message) {
+    t.key_updated = true;
+  }
+}
+
+std::string_view SslEngine::Impl::traffic_keys_refusal(TrafficDirection direction) const noexcept {
+  const bool outbound = direction == TrafficDirection::outbound;
+  const Traffic& t = outbound ? outbound_ : inbound_;
+  if (failed_) return "the engine failed";
+  if (!handshake_done_) return "the handshake has not finished";
+  if (SSL_version(ssl_) != TLS1_3_VERSION) {
+    return "TLS 1.2: only TLS 1.3 keys are exported, its records stay in user space";
+  }
+  if (!traffic_cipher()) return "the negotiated cipher has no kernel counterpart";
+  if (!t.known) return "the traffic secret was not seen";
+  if (t.key_updated) return "a key update changed the keys: the records stay in user space";
+  if (outbound) {
+    if (outbound_closed_) return "the outbound side is closed";
+    if (pending_output() > 0) return "records the engine made are still waiting to be wrapped out";
+  } else {
+    if (inbound_done_) return "the inbound side is done";
+    if (BIO_ctrl_pending(network_in_) > 0 || SSL_has_pending(ssl_) == 1) {
+      return "received bytes are still buffered in the engine";
+    }
+  }
+  return {};
+}
+
+std::optional<TrafficCipher> SslEngine::Impl::traffic_cipher() const noexcept {
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
+  if (cipher == nullptr) return std::nullopt;
+  switch (SSL_CIPHER_get_protocol_id(cipher)) {
+    case 0x1301: return TrafficCipher::aes_128_gcm;
+    case 0x1302: return TrafficCipher::aes_256_gcm;
+    case 0x1303: return TrafficCipher::chacha20_poly1305;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<TrafficKeys> SslEngine::Impl::export_traffic_keys(TrafficDirection direction) const {
+  if (!traffic_keys_refusal(direction).empty()) return std::nullopt;
+  const Traffic& t = direction == TrafficDirection::outbound ? outbound_ : inbound_;
+  TrafficKeys keys;
+  keys.cipher = *traffic_cipher();
+  keys.key_size = keys.cipher == TrafficCipher::aes_128_gcm ? 16 : 32;
+  keys.sequence = t.records;
+  const EVP_MD* md = SSL_CIPHER_get_handshake_digest(SSL_get_current_cipher(ssl_));
+  const std::span<const unsigned char> secret(t.secret.data(), t.secret_size);
+  if (md == nullptr ||
+      !hkdf_expand_label(md, secret, "key", keys.key_bytes.data(), keys.key_size) ||
+      !hkdf_expand_label(md, secret, "iv", keys.iv.data(), keys.iv.size())) {
+    ERR_clear_error();
+    return std::nullopt;
+  }
+  return keys;
+}
+
 // ---- SslEngine ---------------------------------------------------------------------------
 
 SslEngine::SslEngine(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
@@ -476,5 +623,13 @@ std::string SslEngine::server_name() const {
 }
 
 bool SslEngine::is_session_reused() const noexcept { return SSL_session_reused(impl_->ssl_) == 1; }
+
+std::string_view SslEngine::traffic_keys_refusal(TrafficDirection direction) const noexcept {
+  return impl_->traffic_keys_refusal(direction);
+}
+
+std::optional<TrafficKeys> SslEngine::export_traffic_keys(TrafficDirection direction) const {
+  return impl_->export_traffic_keys(direction);
+}
 
 }  // namespace niox

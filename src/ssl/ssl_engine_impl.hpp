@@ -6,9 +6,12 @@
 
 #include <niox/ssl/ssl_engine.hpp>
 
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 
+#include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,10 +38,32 @@ class SslEngine::Impl {
   void close_inbound(std::error_code& ec) noexcept;
   bool is_inbound_done() const noexcept { return inbound_done_; }
 
+  // kTLS: OpenSSL's keylog callback (every context sets it) hands over the TLS 1.3
+  // application traffic secrets, and the message callback counts the records made or read
+  // under them and sees key updates.
+  static void on_keylog(const SSL* ssl, const char* line);
+  static void on_message(int write_p, int version, int content_type, const void* buf,
+                         std::size_t len, SSL* ssl, void* arg);
+  std::string_view traffic_keys_refusal(TrafficDirection direction) const noexcept;
+  std::optional<TrafficKeys> export_traffic_keys(TrafficDirection direction) const;
+
   bool client_ = false;
   SSL* ssl_ = nullptr;
 
  private:
+  struct Traffic {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> secret{};
+    std::size_t secret_size = 0;
+    std::uint64_t records = 0;  // made (outbound) or read (inbound) under the secret
+    bool known = false;
+    bool key_updated = false;
+    Traffic() = default;
+    Traffic(const Traffic&) = delete;
+    Traffic& operator=(const Traffic&) = delete;
+    ~Traffic();
+  };
+
+  std::optional<TrafficCipher> traffic_cipher() const noexcept;
   std::size_t pending_output() const noexcept;
   std::size_t drain_output(ByteBuffer& dst) noexcept;
   void drive_handshake(std::error_code& ec);
@@ -59,6 +84,13 @@ class SslEngine::Impl {
   bool outbound_closed_ = false;
   bool inbound_done_ = false;
   bool close_notify_received_ = false;
+  Traffic outbound_;
+  Traffic inbound_;
+};
+
+// What the tests reach past the API with (forcing one TLS 1.3 cipher suite, a key update).
+struct detail::SslEngineAccess {
+  static SSL* ssl(SslEngine& engine) noexcept { return engine.impl_->ssl_; }
 };
 
 }  // namespace niox

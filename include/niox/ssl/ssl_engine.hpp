@@ -37,9 +37,11 @@
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/ssl/ssl_context.hpp>
 #include <niox/ssl/ssl_error.hpp>
+#include <niox/ssl/traffic_keys.hpp>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +50,10 @@
 #include <fmt/format.h>
 
 namespace niox {
+
+namespace detail {
+struct SslEngineAccess;
+}
 
 enum class SslEngineStatus { ok, buffer_underflow, buffer_overflow, closed };
 enum class HandshakeStatus { not_handshaking, finished, need_wrap, need_unwrap, need_task };
@@ -111,10 +117,26 @@ class SslEngine {
   // Whether the handshake resumed an earlier session instead of a full exchange.
   bool is_session_reused() const noexcept;
 
+  // kTLS (traffic_keys.hpp): a driver that owns the socket may hand a direction's records to
+  // the kernel once this says "" for it. Otherwise it says why not, and the records stay here:
+  // the handshake has not finished; TLS 1.2 was negotiated (only TLS 1.3 keys are exported);
+  // the cipher has no kernel counterpart (TLS_AES_128_CCM_SHA256); a key update changed the
+  // keys; the direction is closed or the engine failed; outbound, records the engine made
+  // still wait to be wrapped out; inbound, received bytes wait inside the engine. The engine
+  // cannot see the driver's own buffers: ciphertext the driver read but has not unwrapped
+  // yet must be unwrapped before the inbound side is handed over.
+  std::string_view traffic_keys_refusal(TrafficDirection direction) const noexcept;
+  // The direction's cipher, key, IV and next record sequence number, or nothing when
+  // traffic_keys_refusal(direction) is not "". After handing them to the kernel the driver must
+  // not wrap (outbound) or unwrap (inbound) records of that direction again: the engine's
+  // sequence numbers no longer match. Its handshake status and session queries still work.
+  std::optional<TrafficKeys> export_traffic_keys(TrafficDirection direction) const;
+
   class Impl;
 
  private:
   friend class SslContext;
+  friend struct detail::SslEngineAccess;
   explicit SslEngine(std::unique_ptr<Impl> impl) noexcept;
   std::unique_ptr<Impl> impl_;
 };
