@@ -40,6 +40,9 @@ class SslCategory final : public std::error_category {
       case SslErrc::engine_closed: return "SSL engine closed by an earlier error";
       case SslErrc::handshake_timeout: return "TLS handshake timed out";
       case SslErrc::bad_configuration: return "invalid SSL configuration";
+      case SslErrc::alert_received: return "the peer sent a TLS alert";
+      case SslErrc::kernel_tls_unsupported:
+        return "a TLS message the kernel's records cannot follow (key update)";
     }
     return "unknown niox.ssl error";
   }

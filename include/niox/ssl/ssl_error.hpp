@@ -17,13 +17,15 @@
 namespace niox {
 
 enum class SslErrc {
-  not_ssl_record = 1,     // bytes that cannot start a TLS record (plaintext HTTP, garbage)
-  record_overflow,        // a record header announcing more than TLS allows (2^14 + 2048)
-  truncated,              // the inbound side ended without the peer's close_notify
-  renegotiation_refused,  // the peer asked to renegotiate: niox never does
-  engine_closed,          // wrap or unwrap on an engine already closed by an earlier error
-  handshake_timeout,      // the handshake did not complete within the configured time
-  bad_configuration,      // a builder setting OpenSSL would not take (unreadable PEM, ...)
+  not_ssl_record = 1,      // bytes that cannot start a TLS record (plaintext HTTP, garbage)
+  record_overflow,         // a record header announcing more than TLS allows (2^14 + 2048)
+  truncated,               // the inbound side ended without the peer's close_notify
+  renegotiation_refused,   // the peer asked to renegotiate: niox never does
+  engine_closed,           // wrap or unwrap on an engine already closed by an earlier error
+  handshake_timeout,       // the handshake did not complete within the configured time
+  bad_configuration,       // a builder setting OpenSSL would not take (unreadable PEM, ...)
+  alert_received,          // kTLS: the peer sent an alert other than close_notify
+  kernel_tls_unsupported,  // kTLS: a post-handshake message the kernel's records cannot follow
 };
 
 // certificate_verify_failed_base + X509_V_ERR_*: the peer's certificate was not accepted.
