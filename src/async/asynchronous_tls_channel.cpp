@@ -1,9 +1,15 @@
+#include "channels/kernel_tls.hpp"
+
 #include <niox/async/asynchronous_tls_channel.hpp>
 #include <niox/async/spawn.hpp>
 #include <niox/buffer/gather.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
+
+#include <fmt/format.h>
+#include <poll.h>
 
 namespace niox {
 
@@ -27,6 +33,41 @@ std::size_t copy_into(ByteBuffer& from, std::span<ByteBuffer> dsts) {
     moved += n;
   }
   return moved;
+}
+
+// Waits until the socket is readable or writable (the kTLS paths' recvmsg and sendmsg are
+// made by hand, outside the loop's read and write operations).
+auto poll_socket(AsynchronousSocketChannel& channel, int events, std::error_code& ec) {
+  return detail::loop_operation<void>(
+      channel.loop(), "poll", &ec,
+      [fd = channel.native_handle(), events](EventLoop& loop,
+                                             const std::shared_ptr<detail::LoopOpState>& st) {
+        return loop.poll(fd, events, [st](std::error_code e, int) { st->complete(e, 0); });
+      },
+      [](detail::LoopOpState&) {});
+}
+
+bool would_block(const std::error_code& ec) {
+  return ec == std::errc::resource_unavailable_try_again || ec == std::errc::operation_would_block;
+}
+
+constexpr std::uint8_t close_notify_alert = 0;
+constexpr std::uint8_t new_session_ticket_message = 4;
+
+// Whether a handshake record the kernel decrypted holds only session tickets, which need no
+// answer (anything else, a KeyUpdate above all, would need the engine).
+bool only_session_tickets(std::span<const std::byte> record) {
+  while (!record.empty()) {
+    if (record.size() < 4 || static_cast<std::uint8_t>(record[0]) != new_session_ticket_message) {
+      return false;
+    }
+    const std::size_t length = static_cast<std::size_t>(record[1]) << 16 |
+                               static_cast<std::size_t>(record[2]) << 8 |
+                               static_cast<std::size_t>(record[3]);
+    if (record.size() < 4 + length) return false;
+    record = record.subspan(4 + length);
+  }
+  return true;
 }
 
 }  // namespace
@@ -65,8 +106,124 @@ Task<void> AsynchronousTlsChannel::flush_engine(std::error_code& ec) {
 }
 
 Task<void> AsynchronousTlsChannel::send_alert() {
+  // The engine's alert would carry a sequence number the kernel has moved past.
+  if (tx_path_ == RecordPath::ktls) co_return;
   std::error_code ignored;
   co_await flush_engine(ignored);
+}
+
+void AsynchronousTlsChannel::hand_over_outbound() {
+  if (!kernel_tls_available()) return;
+  if (auto why = engine_.traffic_keys_refusal(TrafficDirection::outbound); !why.empty()) {
+    detail::log_kernel_tls_fallback(why);
+    return;
+  }
+  auto keys = engine_.export_traffic_keys(TrafficDirection::outbound);
+  if (!keys) {
+    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
+    return;
+  }
+  if (std::error_code ec =
+          detail::install_kernel_tls(channel_.native_handle(), TrafficDirection::outbound, *keys)) {
+    detail::log_kernel_tls_fallback(fmt::format("TLS_TX: {}", ec.message()));
+    return;
+  }
+  tx_path_ = RecordPath::ktls;
+  rx_hand_over_pending_ = true;
+  hand_over_inbound();
+}
+
+void AsynchronousTlsChannel::hand_over_inbound() {
+  // Bytes read but not yet unwrapped are records the kernel will never see: they go through
+  // the engine first, and the next read tries again.
+  if (!rx_hand_over_pending_ || net_in_.position() != 0) return;
+  rx_hand_over_pending_ = false;
+  if (auto why = engine_.traffic_keys_refusal(TrafficDirection::inbound); !why.empty()) {
+    detail::log_kernel_tls_fallback(why);
+    return;
+  }
+  auto keys = engine_.export_traffic_keys(TrafficDirection::inbound);
+  if (!keys) {
+    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
+    return;
+  }
+  if (std::error_code ec =
+          detail::install_kernel_tls(channel_.native_handle(), TrafficDirection::inbound, *keys)) {
+    detail::log_kernel_tls_fallback(fmt::format("TLS_RX: {}", ec.message()));
+    return;
+  }
+  rx_path_ = RecordPath::ktls;
+}
+
+Task<std::int64_t> AsynchronousTlsChannel::read_kernel(std::span<ByteBuffer> dsts,
+                                                       std::error_code& ec) {
+  for (;;) {
+    if (app_in_.has_remaining()) {
+      co_return static_cast<std::int64_t>(copy_into(app_in_, dsts));
+    }
+    if (kernel_inbound_done_) co_return -1;
+    auto first = std::find_if(dsts.begin(), dsts.end(),
+                              [](const ByteBuffer& b) { return b.has_remaining(); });
+    // A record never exceeds 16 KiB: straight into the caller's buffer when one holds it.
+    const bool direct = first->remaining() >= SslEngine::application_buffer_size();
+    if (!direct) app_in_.clear();
+    const std::span<std::byte> room = direct ? first->writable_bytes() : app_in_.writable_bytes();
+    std::uint8_t type = 0;
+    std::error_code rec_ec;
+    const long n = detail::receive_kernel_tls_record(channel_.native_handle(), room, type, rec_ec);
+    if (!direct) app_in_.limit(0);
+    if (n < 0) {
+      if (!would_block(rec_ec)) {
+        ec = rec_ec;
+        co_return 0;
+      }
+      co_await poll_socket(channel_, POLLIN, ec);
+      if (ec) co_return 0;
+      continue;
+    }
+    if (n == 0) {
+      ec = make_error_code(SslErrc::truncated);
+      co_return 0;
+    }
+    const auto got = static_cast<std::size_t>(n);
+    switch (type) {
+      case detail::tls_application_data_record:
+        if (direct) {
+          first->position(first->position() + got);
+          co_return n;
+        }
+        app_in_.limit(got);
+        continue;
+      case detail::tls_alert_record:
+        if (got >= 2 && static_cast<std::uint8_t>(room[1]) == close_notify_alert) {
+          kernel_inbound_done_ = true;
+          co_return -1;
+        }
+        ec = make_error_code(SslErrc::alert_received);
+        co_return 0;
+      case detail::tls_handshake_record:
+        if (only_session_tickets(room.first(got))) continue;
+        ec = make_error_code(SslErrc::kernel_tls_unsupported);
+        co_return 0;
+      default: ec = make_error_code(SslErrc::not_ssl_record); co_return 0;
+    }
+  }
+}
+
+Task<void> AsynchronousTlsChannel::send_kernel_close_notify(std::error_code& ec) {
+  if (kernel_close_notify_sent_) co_return;
+  kernel_close_notify_sent_ = true;
+  static constexpr std::byte close_notify[] = {std::byte{1}, std::byte{close_notify_alert}};
+  for (;;) {
+    const std::error_code sent = detail::send_kernel_tls_record(
+        channel_.native_handle(), detail::tls_alert_record, close_notify);
+    if (!would_block(sent)) {
+      ec = sent;
+      co_return;
+    }
+    co_await poll_socket(channel_, POLLOUT, ec);
+    if (ec) co_return;
+  }
 }
 
 Task<void> AsynchronousTlsChannel::fill(std::error_code& ec) {
@@ -115,10 +272,9 @@ Task<void> AsynchronousTlsChannel::handshake_impl(std::error_code& ec) {
       }
       default:
         handshake_done_ = true;
-        // The kernel could take the records over here; without its tls ULP (or until the
-        // key hand-over is built) they stay in user space.
-        (void)kernel_tls_available();
-        record_path_ = RecordPath::user_space;
+        // Every handshake byte has left (flush_engine waited for its write): from here on
+        // the kernel may make the records, where it can.
+        hand_over_outbound();
         co_return;
     }
   }
@@ -139,7 +295,9 @@ Task<std::int64_t> AsynchronousTlsChannel::read_impl(std::span<ByteBuffer> dsts,
     if (app_in_.has_remaining()) {
       co_return static_cast<std::int64_t>(copy_into(app_in_, dsts));
     }
-    if (engine_.is_inbound_done()) co_return -1;
+    if (inbound_done()) co_return -1;
+    hand_over_inbound();
+    if (rx_path_ == RecordPath::ktls) co_return co_await read_kernel(dsts, ec);
     net_in_.flip();
     // Straight into the caller's buffers when any record fits; else through app_in_.
     const bool direct = total_remaining(dsts) >= SslEngine::application_buffer_size();
@@ -172,6 +330,19 @@ Task<std::size_t> AsynchronousTlsChannel::write_impl(std::span<ByteBuffer> srcs,
   co_await handshake_impl(ec);
   if (ec) co_return 0;
   std::size_t total = 0;
+  if (tx_path_ == RecordPath::ktls) {
+    // Plaintext: the kernel makes the records.
+    if (kernel_close_notify_sent_) {
+      ec = make_error_code(SslErrc::engine_closed);
+      co_return 0;
+    }
+    while (total_remaining(srcs) > 0) {
+      const std::size_t n = co_await channel_.write(srcs, ec);
+      total += n;
+      if (ec) co_return total;
+    }
+    co_return total;
+  }
   while (total_remaining(srcs) > 0) {
     const std::size_t records = std::min(
         records_per_write, (total_remaining(srcs) + SslEngine::application_buffer_size() - 1) /
@@ -203,7 +374,7 @@ Task<std::size_t> AsynchronousTlsChannel::write_impl(std::span<ByteBuffer> srcs,
 Task<void> AsynchronousTlsChannel::await_close_notify() {
   ByteBuffer discard = ByteBuffer::allocate(SslEngine::application_buffer_size());
   std::error_code ec;
-  while (!engine_.is_inbound_done()) {
+  while (!inbound_done()) {
     discard.clear();
     std::int64_t n = co_await read_impl({&discard, 1}, ec);
     check(ec, "AsynchronousTlsChannel::shutdown");
@@ -214,9 +385,13 @@ Task<void> AsynchronousTlsChannel::await_close_notify() {
 Task<void> AsynchronousTlsChannel::shutdown_impl(std::error_code& ec) {
   ec.clear();
   engine_.close_outbound();
-  co_await flush_engine(ec);
+  if (tx_path_ == RecordPath::ktls) {
+    co_await send_kernel_close_notify(ec);
+  } else {
+    co_await flush_engine(ec);
+  }
   // A read outstanding meanwhile sees the peer's close_notify itself (as -1).
-  if (ec || engine_.is_inbound_done() || !handshake_done_ || reading_) co_return;
+  if (ec || inbound_done() || !handshake_done_ || reading_) co_return;
   // The wait is bounded; running out is the peer's slowness, not an error of ours.
   try {
     co_await with_timeout(loop(), await_close_notify(), options_.close_notify_timeout);

@@ -35,10 +35,9 @@ bool kernel_tls_available() noexcept {
     } catch (...) {
     }
     const bool tls = ulp_list_offers_tls(ulps);
-    // Until the key hand-over exists both cases take user-space records; the line says why.
-    log(LogLevel::debug,
-        "TLS records: user_space (kernel tls ULP {}; kTLS key hand-over not built)",
-        tls ? "offered" : "not offered");
+    log(LogLevel::debug, "TLS records: {}",
+        tls ? "ktls where the session allows it (the kernel offers the tls ULP)"
+            : "user_space (the kernel does not offer the tls ULP)");
     return tls;
   }();
   return available;

@@ -8,6 +8,7 @@
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/ssl_handler.hpp>
 
+#include "channels/kernel_tls.hpp"
 #include "support/backends.hpp"
 #include "support/child_process.hpp"
 #include "support/test_certificates.hpp"
@@ -16,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -34,6 +36,13 @@ std::error_code code_of(std::exception_ptr e) {
     return s.code();
   }
 }
+
+// Both sides' record paths, both directions, after a 1 MiB echo and a clean shutdown both ways:
+// {client outbound, client inbound, server outbound, server inbound}.
+struct EchoedPaths {
+  std::array<RecordPath, 4> paths{};
+  bool exact = false;
+};
 
 class AsyncTlsTest : public test::BackendTest {
  protected:
@@ -102,6 +111,33 @@ class AsyncTlsTest : public test::BackendTest {
     }
     co_await tls.shutdown();
     co_return echoed;
+  }
+
+  Task<EchoedPaths> echo_and_paths(const std::vector<std::byte>& data) {
+    auto [a, b] = co_await pair();
+    const std::uint16_t port = b.remote_address()->inet().port();
+    AsynchronousTlsChannel server(std::move(a), server_ssl.new_engine());
+    AsynchronousTlsChannel client(std::move(b), client_ssl.new_engine("localhost", port));
+    auto client_side = [&]() -> Task<std::vector<std::byte>> {
+      co_await client.handshake();
+      ByteBuffer out = ByteBuffer::wrap(std::span<const std::byte>(data));
+      auto write_then_shutdown = [&]() -> Task<int> {
+        co_await client.write(out);
+        co_await client.shutdown();
+        co_return 0;
+      };
+      auto [got, ignored] = co_await when_all(read_to_end(client), write_then_shutdown());
+      (void)ignored;
+      co_return got;
+    };
+    auto [echoed, got] = co_await when_all(echo_until_end(server), client_side());
+    EchoedPaths r;
+    r.exact = echoed == data.size() && got == data;
+    r.paths = {client.record_path(TrafficDirection::outbound),
+               client.record_path(TrafficDirection::inbound),
+               server.record_path(TrafficDirection::outbound),
+               server.record_path(TrafficDirection::inbound)};
+    co_return r;
   }
 
   std::optional<EventLoopGroup> group_;
@@ -334,8 +370,51 @@ TEST_P(AsyncTlsTest, WithoutTheKernelTlsUlpRecordsStayInUserSpace) {
   EXPECT_EQ(got, "fallback");
 }
 
-// Where the kernel offers kTLS, the records must be the kernel's. The key hand-over is not
-// built yet (docs/ssl.md): on such a kernel this test fails until it is.
+TEST_P(AsyncTlsTest, WithoutTheKernelTlsUlpEveryDirectionStaysInUserSpace) {
+  if (kernel_tls_available()) GTEST_SKIP() << "this kernel offers the tls ULP: not the fallback";
+  const std::vector<std::byte> data = test::pseudo_random_bytes(1 << 20, 3);
+  EchoedPaths r = sync_wait(echo_and_paths(data));
+  EXPECT_TRUE(r.exact);
+  for (RecordPath p : r.paths) EXPECT_EQ(p, RecordPath::user_space);
+}
+
+// The kernel's records end to end: every byte both ways, close_notify through the kernel both
+// ways (each side's read ends with -1, not a truncation).
+TEST_P(AsyncTlsTest, WithTheKernelTlsUlpEveryByteGoesThroughTheKernelBothWays) {
+  if (!kernel_tls_available()) {
+    GTEST_SKIP() << "this kernel does not offer the tls ULP (/proc/sys/net/ipv4/tcp_available_ulp)";
+  }
+  const std::vector<std::byte> data = test::pseudo_random_bytes(1 << 20, 4);
+  EchoedPaths r = sync_wait(echo_and_paths(data));
+  EXPECT_TRUE(r.exact);
+  for (RecordPath p : r.paths) EXPECT_EQ(p, RecordPath::ktls);
+}
+
+// The socket side of the fallback: a kernel without the ULP refuses the keys, an error for
+// that connection alone, and the socket goes on carrying plain bytes.
+TEST_P(AsyncTlsTest, AKernelWithoutTheTlsUlpRefusesTheKeysAndTheSocketStillWorks) {
+  if (kernel_tls_available()) GTEST_SKIP() << "this kernel offers the tls ULP: not the fallback";
+  auto body = [&]() -> Task<std::pair<std::error_code, std::string>> {
+    auto [a, b] = co_await pair();
+    TrafficKeys keys;
+    keys.cipher = TrafficCipher::aes_128_gcm;
+    keys.key_size = 16;
+    const std::error_code refused =
+        detail::install_kernel_tls(b.native_handle(), TrafficDirection::outbound, keys);
+    ByteBuffer out = test::text("plain");
+    co_await b.write(out);
+    ByteBuffer in = ByteBuffer::allocate(16);
+    while (in.position() < 5) {
+      if (co_await a.read(in) < 0) break;
+    }
+    co_return std::pair{refused, std::string(in.flip().string_view())};
+  };
+  auto [refused, got] = sync_wait(body());
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(got, "plain");
+}
+
+// Where the kernel offers kTLS, the records must be the kernel's once the handshake is done.
 TEST_P(AsyncTlsTest, WithTheKernelTlsUlpRecordsAreTheKernels) {
   if (!kernel_tls_available()) {
     GTEST_SKIP() << "this kernel does not offer the tls ULP (/proc/sys/net/ipv4/tcp_available_ulp)";

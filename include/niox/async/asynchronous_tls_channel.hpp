@@ -31,6 +31,17 @@
 //     stays open: close() or the destructor closes it.
 //   - A TLS failure (bad record, certificate rejected, refused renegotiation) first sends the
 //     engine's alert, then fails the operation with the niox.ssl code (see ssl_error.hpp).
+//   - kTLS: where the kernel offers the "tls" ULP and the session allows it (TLS 1.3, an AES-GCM
+//     or ChaCha20-Poly1305 suite), the handshake ends by handing the keys to the kernel:
+//     TLS_TX at once, TLS_RX as soon as no received ciphertext waits in user space (at the
+//     handshake's end, or before a later read). Writes then send plaintext that the kernel
+//     makes records of; reads take the kernel's plaintext with recvmsg and tell data from
+//     other records: the peer's close_notify is -1, another alert fails the read with
+//     SslErrc::alert_received, a session ticket is dropped (this connection's session is not
+//     kept for resumption), a key update fails the read with SslErrc::kernel_tls_unsupported.
+//     Any setsockopt failure keeps user-space records for that direction (logged once).
+//     record_path() says which path each direction took. After the outbound hand-over a TLS
+//     failure can no longer send the engine's alert; close_notify still leaves.
 //
 // Errors, cancellation, threads: as AsynchronousSocketChannel. Every operation throws
 // std::system_error, or, given a std::error_code&, sets it and returns what moved before the
@@ -51,6 +62,7 @@
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_engine.hpp>
+#include <niox/ssl/traffic_keys.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -81,9 +93,15 @@ class AsynchronousTlsChannel {
   // The negotiated session: protocol(), cipher_suite(), application_protocol(), ...
   const SslEngine& engine() const noexcept { return engine_; }
   bool is_open() const noexcept { return channel_.is_open(); }
-  // Who makes the records once the handshake is done (see record_path.hpp): user_space until
-  // then, and where the kernel has no "tls" ULP.
-  RecordPath record_path() const noexcept { return record_path_; }
+  // Who makes the records this side sends (see record_path.hpp): ktls once the kernel took
+  // them over after the handshake; user_space before, where the kernel has no "tls" ULP, for
+  // TLS 1.2 and wherever the hand-over failed.
+  RecordPath record_path() const noexcept { return tx_path_; }
+  // The same for one direction: the inbound side follows the outbound one, once no received
+  // ciphertext waits in user space.
+  RecordPath record_path(TrafficDirection direction) const noexcept {
+    return direction == TrafficDirection::outbound ? tx_path_ : rx_path_;
+  }
 
   Task<void> handshake();
   Task<void> handshake(std::error_code& ec);
@@ -123,6 +141,12 @@ class AsynchronousTlsChannel {
   Task<void> fill(std::error_code& ec);
   // After an engine error: sends its alert, best effort, keeping `ec`.
   Task<void> send_alert();
+  // kTLS: TLS_TX after the handshake, then TLS_RX whenever no ciphertext waits in net_in_.
+  void hand_over_outbound();
+  void hand_over_inbound();
+  Task<std::int64_t> read_kernel(std::span<ByteBuffer> dsts, std::error_code& ec);
+  Task<void> send_kernel_close_notify(std::error_code& ec);
+  bool inbound_done() const noexcept { return kernel_inbound_done_ || engine_.is_inbound_done(); }
 
   AsynchronousSocketChannel channel_;
   SslEngine engine_;
@@ -131,9 +155,12 @@ class AsynchronousTlsChannel {
   ByteBuffer net_out_;  // records on their way out
   ByteBuffer app_in_;   // decrypted, not yet read: [position, limit)
   bool handshake_done_ = false;
-  bool reading_ = false;
-  RecordPath record_path_ = RecordPath::
-      user_space;  // a read is outstanding: shutdown() leaves the peer's close_notify to it
+  bool reading_ = false;  // a read is outstanding: shutdown() leaves the peer's close_notify to it
+  RecordPath tx_path_ = RecordPath::user_space;
+  RecordPath rx_path_ = RecordPath::user_space;
+  bool rx_hand_over_pending_ = false;  // TLS_TX is in; TLS_RX waits for net_in_ to empty
+  bool kernel_inbound_done_ = false;   // the peer's close_notify came through TLS_RX
+  bool kernel_close_notify_sent_ = false;
 };
 
 }  // namespace niox

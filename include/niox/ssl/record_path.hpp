@@ -3,10 +3,11 @@
 // "tls" upper-layer protocol with the session keys, so write/sendfile send records and read
 // returns plaintext).
 //
-// kTLS needs the kernel's "tls" ULP, listed in /proc/sys/net/ipv4/tcp_available_ulp. Where it
-// is missing, every connection uses user_space records; nothing else changes for the caller.
-// The key hand-over itself is not built yet (docs/ssl.md, "Not yet"), so today every
-// connection reports user_space.
+// kTLS needs the kernel's "tls" ULP, listed in /proc/sys/net/ipv4/tcp_available_ulp, and a
+// session whose keys the kernel can take (TLS 1.3 with AES-GCM or ChaCha20-Poly1305; see
+// SslEngine::export_traffic_keys). Where either is missing, or the kernel refuses the keys,
+// the connection uses user_space records; nothing else changes for the caller. The drivers
+// (SslHandler, AsynchronousTlsChannel) report the path each connection took.
 #pragma once
 
 #include <string_view>
