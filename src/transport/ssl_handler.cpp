@@ -1,11 +1,17 @@
+#include "channels/kernel_tls.hpp"
+
 #include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/channel.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/ssl_handler.hpp>
 #include <niox/transport/transport_error.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
+#include <fmt/format.h>
+#include <poll.h>
 #include <unistd.h>
 
 namespace niox {
@@ -22,6 +28,24 @@ std::size_t encrypted_size(std::size_t plaintext) {
 // How much of a FileRegion is read and encrypted before the next piece waits for this one to
 // leave: bounded memory however large the file.
 constexpr std::size_t region_piece = 256 * 1024;
+
+constexpr std::byte close_notify_alert[] = {std::byte{1}, std::byte{0}};  // warning, close_notify
+
+// Drains what the engine has to send and drops it: with kTLS its records would carry sequence
+// numbers the kernel has moved past. Whether anything was dropped.
+bool drop_engine_output(SslEngine& engine, std::error_code& ec) {
+  ByteBuffer scratch = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
+  bool dropped = false;
+  for (;;) {
+    scratch.clear();
+    ByteBuffer none;
+    SslEngineResult r = engine.wrap(none, scratch, ec);
+    if (ec || r.bytes_produced == 0) {
+      return dropped;
+    }
+    dropped = true;
+  }
+}
 
 void complete(std::vector<ChannelPromise>& promises, const std::error_code& ec) {
   for (ChannelPromise& p : promises) {
@@ -83,6 +107,19 @@ void SslHandler::start_handshake(ChannelHandlerContext& ctx) {
 }
 
 bool SslHandler::wrap_engine_output(ChannelHandlerContext& ctx) {
+  if (tx_path_ == RecordPath::ktls) {
+    // Closing paths send close_notify through the kernel themselves; what else the engine
+    // wants to say after the hand-over is an alert (dropped: the connection is failing
+    // anyway) or an answer the kernel cannot give, a KeyUpdate the peer asked for.
+    std::error_code ec;
+    const bool dropped = drop_engine_output(engine_, ec);
+    if (ec) {
+      fail(ctx, ec);
+    } else if (dropped && !failed_) {
+      fail(ctx, make_error_code(SslErrc::kernel_tls_unsupported));
+    }
+    return false;
+  }
   ByteBuffer out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
   std::error_code ec;
   bool finished = false;
@@ -94,13 +131,13 @@ bool SslHandler::wrap_engine_output(ChannelHandlerContext& ctx) {
       break;
     }
     if (!out.has_remaining()) {
-      ctx.write(out.flip());
+      track_write(ctx.write(out.flip()));
       out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
     }
   }
   const bool produced = out.position() > 0;
   if (produced) {
-    ctx.write(out.flip());
+    track_write(ctx.write(out.flip()));
     wrote_ = true;
   }
   if (ec) {
@@ -121,6 +158,8 @@ void SslHandler::handshake_done(ChannelHandlerContext& ctx, std::error_code caus
     handshake_promise_.try_failure(cause);
   } else {
     handshake_promise_.try_success();
+    // Before the event: writes its listeners make must wait for the hand-over.
+    begin_kernel_tx(ctx);
   }
   ctx.fire_user_event_triggered(SslHandshakeCompletionEvent{cause});
   if (!cause && flush_requested_ && ctx_ != nullptr) {
@@ -228,7 +267,22 @@ void SslHandler::flush(ChannelHandlerContext& ctx) {
 }
 
 void SslHandler::write_pending(ChannelHandlerContext& ctx) {
-  if (region_in_flight_) {
+  if (region_in_flight_ || tx_hand_over_pending_) {
+    return;
+  }
+  if (tx_path_ == RecordPath::ktls) {
+    // Plaintext for the kernel's records: buffers as they are, a FileRegion by the transport's
+    // transfer engine (sendfile).
+    while (!pending_.empty()) {
+      PendingWrite w = std::move(pending_.front());
+      pending_.pop_front();
+      if (w.promise.valid()) {
+        track_write(w.promise.future());
+        ctx.write(std::move(w.message), std::move(w.promise));
+      } else {
+        track_write(ctx.write(std::move(w.message)));
+      }
+    }
     return;
   }
   // The buffers in front of the first FileRegion: one output buffer, one write.
@@ -263,10 +317,11 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     if (out.position() == 0) {
       complete(promises, {});
     } else {
-      ctx.write(out.flip())
-          .add_listener([promises = std::move(promises)](const std::error_code& ec) mutable {
-            complete(promises, ec);
-          });
+      ChannelFuture written = ctx.write(out.flip());
+      track_write(written);
+      written.add_listener([promises = std::move(promises)](const std::error_code& ec) mutable {
+        complete(promises, ec);
+      });
     }
   }
   if (pending_.empty()) {
@@ -323,7 +378,9 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   }
   region.add_transferred(piece);
   region_in_flight_ = true;
-  ctx.write(out.flip()).add_listener([weak = weak_from_this()](const std::error_code& ec) {
+  ChannelFuture written = ctx.write(out.flip());
+  track_write(written);
+  written.add_listener([weak = weak_from_this()](const std::error_code& ec) {
     auto self = weak.lock();
     if (!self) {
       return;
@@ -346,13 +403,138 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     if (self->ctx_ != nullptr && !self->failed_) {
       self->write_pending(*self->ctx_);
       self->ctx_->flush();
-      if (self->pending_.empty() && !self->region_in_flight_ && self->after_pending_) {
-        auto then = std::move(self->after_pending_);
-        self->after_pending_ = nullptr;
-        then(*self->ctx_);
-      }
+      self->run_after_pending_when_idle(*self->ctx_);
     }
   });
+}
+
+void SslHandler::run_after_pending_when_idle(ChannelHandlerContext& ctx) {
+  if (pending_.empty() && !region_in_flight_ && after_pending_) {
+    auto then = std::move(after_pending_);
+    after_pending_ = nullptr;
+    then(ctx);
+  }
+}
+
+void SslHandler::track_write(ChannelFuture future) {
+  last_write_ = std::move(future);
+  ++writes_;
+}
+
+void SslHandler::begin_kernel_tx(ChannelHandlerContext& ctx) {
+  if (!kernel_tls_available() || dynamic_cast<LoopSocketChannel*>(&ctx.channel()) == nullptr) {
+    return;
+  }
+  if (auto why = engine_.traffic_keys_refusal(TrafficDirection::outbound); !why.empty()) {
+    detail::log_kernel_tls_fallback(why);
+    return;
+  }
+  // The handshake's last records (a server's session tickets among them) must have left
+  // before TLS_TX: the kernel would take bytes still queued for plaintext and encrypt them
+  // again.
+  tx_hand_over_pending_ = true;
+  if (!last_write_.valid()) {
+    finish_kernel_tx({}, writes_);
+    return;
+  }
+  last_write_.add_listener([weak = weak_from_this(), waited = writes_](const std::error_code& ec) {
+    if (auto self = weak.lock()) {
+      self->finish_kernel_tx(ec, waited);
+    }
+  });
+  wrote_ = true;  // flushed at the end of this read, or by the caller's flush
+}
+
+void SslHandler::finish_kernel_tx(std::error_code write_error, std::uint64_t waited_for) {
+  if (!tx_hand_over_pending_ || ctx_ == nullptr) {
+    return;
+  }
+  ChannelHandlerContext& ctx = *ctx_;
+  if (!write_error && !failed_ && waited_for != writes_) {
+    // The engine wrote more meanwhile: those records must leave first too.
+    last_write_.add_listener([weak = weak_from_this(), now = writes_](const std::error_code& ec) {
+      if (auto self = weak.lock()) {
+        self->finish_kernel_tx(ec, now);
+      }
+    });
+    ctx.flush();
+    return;
+  }
+  tx_hand_over_pending_ = false;
+  auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx.channel());
+  if (!write_error && !failed_ && socket != nullptr && socket->fd() >= 0) {
+    const std::string_view why = engine_.traffic_keys_refusal(TrafficDirection::outbound);
+    std::optional<TrafficKeys> keys;
+    if (!why.empty()) {
+      detail::log_kernel_tls_fallback(why);
+    } else if (!(keys = engine_.export_traffic_keys(TrafficDirection::outbound))) {
+      detail::log_kernel_tls_fallback("the traffic keys could not be derived");
+    } else if (std::error_code ec =
+                   detail::install_kernel_tls(socket->fd(), TrafficDirection::outbound, *keys)) {
+      detail::log_kernel_tls_fallback(fmt::format("TLS_TX: {}", ec.message()));
+    } else {
+      tx_path_ = RecordPath::ktls;
+    }
+  }
+  if (failed_) {
+    return;
+  }
+  if (flush_requested_) {
+    write_pending(ctx);
+    ctx.flush();
+  }
+  run_after_pending_when_idle(ctx);
+}
+
+void SslHandler::kernel_close_notify(ChannelHandlerContext& ctx,
+                                     std::function<void(ChannelHandlerContext&)> then) {
+  ctx.flush();
+  if (kernel_close_notify_sent_) {
+    then(ctx);
+    return;
+  }
+  kernel_close_notify_sent_ = true;
+  // The alert leaves by sendmsg beside the transport's writes: only once they have all left
+  // does it follow the last record.
+  auto send = [weak = weak_from_this(), then = std::move(then)](const std::error_code&) {
+    if (auto self = weak.lock()) {
+      self->send_kernel_close_notify(then);
+    }
+  };
+  if (last_write_.valid()) {
+    last_write_.add_listener(std::move(send));
+  } else {
+    send({});
+  }
+}
+
+void SslHandler::send_kernel_close_notify(std::function<void(ChannelHandlerContext&)> then) {
+  if (ctx_ == nullptr) {
+    return;
+  }
+  auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx_->channel());
+  if (socket == nullptr || socket->fd() < 0) {
+    then(*ctx_);
+    return;
+  }
+  const std::error_code ec =
+      detail::send_kernel_tls_record(socket->fd(), detail::tls_alert_record, close_notify_alert);
+  if (ec == std::errc::resource_unavailable_try_again || ec == std::errc::operation_would_block) {
+    socket->event_loop().poll(socket->fd(), POLLOUT,
+                              [weak = weak_from_this(), then](std::error_code e, int) {
+                                auto self = weak.lock();
+                                if (!self || self->ctx_ == nullptr) {
+                                  return;
+                                }
+                                if (e) {
+                                  then(*self->ctx_);
+                                } else {
+                                  self->send_kernel_close_notify(then);
+                                }
+                              });
+    return;
+  }
+  then(*ctx_);
 }
 
 void SslHandler::fail_pending(std::error_code cause) {
@@ -394,17 +576,24 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
   close_promises_.push_back(std::move(promise));
   after_pending(ctx, [this](ChannelHandlerContext& c) {
     engine_.close_outbound();
-    wrap_engine_output(c);
-    c.flush();
-    if (engine_.is_inbound_done()) {
-      finish_close(c);
+    auto wait_for_peer = [this](ChannelHandlerContext& c) {
+      if (engine_.is_inbound_done()) {
+        finish_close(c);
+        return;
+      }
+      close_timer_ = c.executor().schedule(options_.close_notify_read_timeout, [this] {
+        if (ctx_ != nullptr) {
+          finish_close(*ctx_);
+        }
+      });
+    };
+    if (tx_path_ == RecordPath::ktls) {
+      kernel_close_notify(c, wait_for_peer);
       return;
     }
-    close_timer_ = c.executor().schedule(options_.close_notify_read_timeout, [this] {
-      if (ctx_ != nullptr) {
-        finish_close(*ctx_);
-      }
-    });
+    wrap_engine_output(c);
+    c.flush();
+    wait_for_peer(c);
   });
 }
 
@@ -415,6 +604,12 @@ void SslHandler::shutdown_output(ChannelHandlerContext& ctx, ChannelPromise prom
   }
   after_pending(ctx, [this, promise = std::move(promise)](ChannelHandlerContext& c) mutable {
     engine_.close_outbound();
+    if (tx_path_ == RecordPath::ktls) {
+      kernel_close_notify(c, [promise](ChannelHandlerContext& c2) mutable {
+        c2.shutdown_output(std::move(promise));
+      });
+      return;
+    }
     wrap_engine_output(c);
     c.flush();
     c.shutdown_output(std::move(promise));
@@ -443,6 +638,12 @@ void SslHandler::after_pending(ChannelHandlerContext& ctx,
 // Closing at once would drop our close_notify with the writes still queued, and the peer
 // would see a truncation: the connection closes once the answer has left.
 void SslHandler::answer_close_notify(ChannelHandlerContext& ctx) {
+  if (tx_path_ == RecordPath::ktls) {
+    std::error_code ignored;
+    drop_engine_output(engine_, ignored);  // the engine's close_notify, under stale numbers
+    kernel_close_notify(ctx, [this](ChannelHandlerContext& c) { finish_close(c); });
+    return;
+  }
   ByteBuffer out = BufferPool::for_this_thread().allocate(SslEngine::packet_buffer_size());
   std::error_code ec;
   for (;;) {

@@ -1,5 +1,6 @@
 // SslHandler end to end on every backend: niox TLS clients against niox TLS servers, and raw
 // sockets sending what a TLS port must survive.
+#include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_context.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/embedded_channel.hpp>
@@ -423,6 +424,135 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
   EXPECT_TRUE(std::equal(content.begin(), content.end(), received->begin() + 1));
   await_for(f.channel()->close());
   group.shutdown_gracefully();
+}
+
+// What region_and_echo saw: the bytes, and each side's record path once its part was sent.
+struct RegionAndEcho {
+  bool exact = false;
+  RecordPath server_path = RecordPath::user_space;
+  RecordPath client_path = RecordPath::user_space;
+  std::vector<std::error_code> server_close_events;
+  std::vector<std::error_code> server_errors;
+};
+
+// The server sends "<", a 1 MiB + 5 file as a FileRegion and ">" once the handshake is done,
+// then echoes what the client sends (256 KiB); the client closes with close_notify.
+RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContext& server_ssl,
+                              const SslContext& client_ssl) {
+  TempDir dir;
+  const auto content = pseudo_random_bytes((1 << 20) + 5, 11);
+  const auto upload = pseudo_random_bytes(256 * 1024, 12);
+  const std::string path = (dir / "file.bin").string();
+  {
+    FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    EXPECT_EQ(::write(fd.get(), content.data(), content.size()),
+              static_cast<ssize_t>(content.size()));
+  }
+  RegionAndEcho result;
+  ServerLog log;
+  TestServer server(options, 1);
+  auto server_path = std::make_shared<std::promise<RecordPath>>();
+  server.bootstrap().child_handler(init([&, server_path](Channel& ch) {
+    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [&log, path, server_path, weak = std::weak_ptr<SslHandler>(ssl)](
+                      ChannelHandlerContext& ctx, std::any e) {
+      if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) {
+        std::lock_guard lock(log.mutex);
+        log.close_events.push_back(c->cause);
+      }
+      if (std::any_cast<SslHandshakeCompletionEvent>(&e) == nullptr) return;
+      FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
+      ctx.write(ByteBuffer::wrap(std::string_view("<")));
+      ctx.write(FileRegion(std::move(fd), 0, size))
+          .add_listener([server_path, weak](const std::error_code& ec) {
+            EXPECT_FALSE(ec) << ec.message();
+            if (auto ssl = weak.lock()) server_path->set_value(ssl->record_path());
+          });
+      ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")));
+    };
+    h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
+    h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
+    h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
+      log.error(e);
+      ctx.close();
+    };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options, 1));
+  auto received = std::make_shared<std::vector<std::byte>>();
+  auto all = std::make_shared<std::promise<RecordPath>>();
+  const std::size_t expect = content.size() + 2 + upload.size();
+  auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_event = [&upload](ChannelHandlerContext& ctx, std::any e) {
+    auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e);
+    if (hs == nullptr || !hs->is_success()) return;
+    ctx.write_and_flush(ByteBuffer::wrap(std::span<const std::byte>(upload)));
+  };
+  h->on_read = [received, all, expect, weak = std::weak_ptr<SslHandler>(ssl)](
+                   ChannelHandlerContext&, Message m) {
+    auto b = m.get<ByteBuffer>().bytes();
+    received->insert(received->end(), b.begin(), b.end());
+    if (received->size() == expect) {
+      if (auto s = weak.lock()) all->set_value(s->record_path());
+    }
+  };
+  Bootstrap b;
+  b.group(group).handler(init([ssl, h](Channel& ch) {
+    ch.pipeline().add_last("ssl", ssl);
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  EXPECT_FALSE(await_for(f));
+  auto done = all->get_future();
+  result.client_path = wait_for(done);
+  auto sp = server_path->get_future();
+  result.server_path = wait_for(sp);
+  EXPECT_FALSE(await_for(f.channel()->close()));
+  log.wait_closed(1);
+  // The server's part first (its FileRegion was written before any echo), then the echo.
+  std::vector<std::byte> want;
+  want.push_back(std::byte{'<'});
+  want.insert(want.end(), content.begin(), content.end());
+  want.push_back(std::byte{'>'});
+  want.insert(want.end(), upload.begin(), upload.end());
+  result.exact = *received == want;
+  result.server_close_events = log.close_events_seen();
+  result.server_errors = log.errors_seen();
+  group.shutdown_gracefully();
+  return result;
+}
+
+TEST_P(SslHandlerTest, WithoutTheKernelTlsUlpRecordsStayInUserSpace) {
+  if (kernel_tls_available()) GTEST_SKIP() << "this kernel offers the tls ULP: not the fallback";
+  RegionAndEcho r = region_and_echo(options(), server_ssl, client_ssl);
+  EXPECT_TRUE(r.exact);
+  EXPECT_EQ(r.server_path, RecordPath::user_space);
+  EXPECT_EQ(r.client_path, RecordPath::user_space);
+  EXPECT_TRUE(r.server_errors.empty());
+  ASSERT_EQ(r.server_close_events.size(), 1u);
+  EXPECT_FALSE(r.server_close_events[0]) << r.server_close_events[0].message();
+}
+
+// With the kernel's records: plaintext and a sendfile'd FileRegion out, every byte exact,
+// and the client's close_notify (a kernel alert record) a clean end for the server.
+TEST_P(SslHandlerTest, WithTheKernelTlsUlpRecordsAndTheFileRegionAreTheKernels) {
+  if (!kernel_tls_available()) {
+    GTEST_SKIP() << "this kernel does not offer the tls ULP (/proc/sys/net/ipv4/tcp_available_ulp)";
+  }
+  RegionAndEcho r = region_and_echo(options(), server_ssl, client_ssl);
+  EXPECT_TRUE(r.exact);
+  EXPECT_EQ(r.server_path, RecordPath::ktls);
+  EXPECT_EQ(r.client_path, RecordPath::ktls);
+  EXPECT_TRUE(r.server_errors.empty());
+  ASSERT_EQ(r.server_close_events.size(), 1u);
+  EXPECT_FALSE(r.server_close_events[0]) << r.server_close_events[0].message();
 }
 
 TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {

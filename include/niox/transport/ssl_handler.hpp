@@ -26,12 +26,24 @@
 //   - A connection that ends without the peer's close_notify (after the handshake began) is a
 //     truncation: exception_caught gets SslErrc::truncated and the SslCloseCompletionEvent
 //     carries it, so it never passes for a clean end of stream.
+//   - kTLS: on a socket channel (LoopSocketChannel) whose kernel offers the "tls" ULP, with a
+//     TLS 1.3 session on an AES-GCM or ChaCha20-Poly1305 suite, the handler hands the
+//     outbound keys to the kernel (TLS_TX) once the handshake's last bytes have left. From
+//     then on ByteBuffers go down the pipeline as plaintext and a FileRegion goes out by
+//     sendfile (the transport's transfer engine), the kernel making the records;
+//     close_notify is sent as a kernel alert record after the last write. Writes made
+//     meanwhile wait for the hand-over. Received records stay in user space (the
+//     transport's reads carry no record types). Any failure keeps user-space records for the
+//     connection (logged once); record_path() says which path it took. With kTLS a TLS
+//     failure closes without the engine's alert, and a key update the peer asks for fails the
+//     connection (SslErrc::kernel_tls_unsupported).
 //
 // Ownership: the handler owns its engine; one handler per channel (not sharable), made with
 // std::make_shared (a FileRegion's next piece is written from a listener holding a weak_ptr). Threads:
 // the channel's loop, like every handler.
 #pragma once
 
+#include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_engine.hpp>
 #include <niox/transport/channel_handler.hpp>
 #include <niox/loop/executor.hpp>
@@ -72,6 +84,13 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   SslEngine& engine() noexcept { return engine_; }
   // Completes when the handshake does; valid once the handler is in a pipeline.
   ChannelFuture handshake_future() const noexcept { return handshake_promise_.future(); }
+  // Who makes the records this side sends: ktls once the kernel took them over (after the
+  // handshake, when its bytes have left), user_space otherwise. Loop thread.
+  RecordPath record_path() const noexcept { return tx_path_; }
+  // Per direction: the inbound records are always the engine's (user_space).
+  RecordPath record_path(TrafficDirection direction) const noexcept {
+    return direction == TrafficDirection::outbound ? tx_path_ : RecordPath::user_space;
+  }
 
   void handler_added(ChannelHandlerContext& ctx) override;
   void handler_removed(ChannelHandlerContext& ctx) override;
@@ -110,6 +129,16 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   // Runs `then` once every pending write has been encrypted and handed on (at once when none
   // waits): close_notify must follow the last record, not overtake a FileRegion's next piece.
   void after_pending(ChannelHandlerContext& ctx, std::function<void(ChannelHandlerContext&)> then);
+  void run_after_pending_when_idle(ChannelHandlerContext& ctx);
+  // kTLS: decides after a successful handshake, installs TLS_TX once the handshake's bytes
+  // left, and sends close_notify through the kernel after the last write, then runs `then`.
+  void begin_kernel_tx(ChannelHandlerContext& ctx);
+  void finish_kernel_tx(std::error_code write_error, std::uint64_t waited_for);
+  void kernel_close_notify(ChannelHandlerContext& ctx,
+                           std::function<void(ChannelHandlerContext&)> then);
+  void send_kernel_close_notify(std::function<void(ChannelHandlerContext&)> then);
+  // Remembers the future of the latest bytes handed down the pipeline.
+  void track_write(ChannelFuture future);
 
   SslEngine engine_;
   Options options_;
@@ -130,6 +159,11 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   bool region_in_flight_ = false;  // a FileRegion piece is on its way; the rest waits for it
   bool inbound_reported_ = false;
   std::error_code error_;
+  RecordPath tx_path_ = RecordPath::user_space;
+  bool tx_hand_over_pending_ = false;  // TLS_TX waits for the handshake's bytes to leave
+  bool kernel_close_notify_sent_ = false;
+  ChannelFuture last_write_;  // of the latest bytes handed down the pipeline
+  std::uint64_t writes_ = 0;  // how many times last_write_ was replaced
 };
 
 }  // namespace niox
