@@ -115,7 +115,8 @@ bool SslHandler::wrap_engine_output(ChannelHandlerContext& ctx) {
     const bool dropped = drop_engine_output(engine_, ec);
     if (ec) {
       fail(ctx, ec);
-    } else if (dropped && !failed_) {
+    } else if (dropped && !failed_ && !engine_.is_outbound_done()) {
+      // (Once we closed, what was dropped is the engine's own close_notify.)
       fail(ctx, make_error_code(SslErrc::kernel_tls_unsupported));
     }
     return false;
