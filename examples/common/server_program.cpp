@@ -86,7 +86,8 @@ std::string server_options_usage(const ServerOptions& d, std::size_t column, boo
                                  std::string(to_string(d.backend)) + ")");
   out += line("--reuseport", "each event loop listens on the port itself (SO_REUSEPORT) and");
   out += line("", "keeps what it accepts; IP addresses only (default: one thread");
-  out += line("", "accepts and hands connections to the event loops)");
+  out += line("", "accepts and hands connections to the event loops, or the only");
+  out += line("", "event loop accepts itself)");
   out += line("--tls-cert FILE", "PEM certificate chain: serve TLS 1.2/1.3 (needs --tls-key)");
   out += line("--tls-key FILE", "PEM private key of --tls-cert");
   return out;
@@ -162,7 +163,9 @@ int run_server(const ServerProgram& p) {
     worker_options.loop.backend = o.backend;
     EventLoopGroup workers(worker_options);
     std::unique_ptr<EventLoopGroup> acceptor;
-    if (p.own_acceptor && !o.reuseport) {
+    // One worker loop accepts itself: a separate accepting thread would only add a hand-off
+    // between threads to every connection, with no other loop to spread them over.
+    if (p.own_acceptor && !o.reuseport && workers.size() > 1) {
       EventLoopGroup::Options acceptor_options;
       acceptor_options.threads = 1;
       acceptor_options.loop.backend = o.backend;

@@ -39,7 +39,7 @@ struct ServerOptions {
   std::string tls_cert;  // PEM certificate chain: with tls_key, the server speaks TLS
   std::string tls_key;
   // One SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop) instead of an
-  // accepting thread handing connections to the workers.
+  // accepting thread handing connections to the workers (one worker accepts itself anyway).
   bool reuseport = false;
 };
 
@@ -121,8 +121,9 @@ class StopSignals {
 struct ServerProgram {
   std::string program;  // the name in messages: "niox-echo-server: cannot listen on ..."
   ServerOptions options;
-  bool allow_unix = false;   // --bind may name a Unix-domain socket
-  bool own_acceptor = true;  // a separate one-thread group accepts; else the workers do
+  bool allow_unix = false;  // --bind may name a Unix-domain socket
+  // A separate one-thread group accepts when there are several workers; else the workers do.
+  bool own_acceptor = true;
   // Sets child options and the child handler (the server socket has a backlog of 1024). Runs
   // after the loops exist, before binding.
   std::function<void(ServerBootstrap&, EventLoopGroup& workers)> configure;

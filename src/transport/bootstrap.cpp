@@ -41,20 +41,15 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
       return;
     }
     std::shared_ptr<LoopSocketChannel> child = *p;
-    child->event_loop().execute([child, options = options_, handler = child_handler_] {
-      try {
-        child->apply_options(options);
-        child->pipeline().add_last(handler);
-      } catch (...) {
-        log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
-            detail::describe(std::current_exception()));
-        child->close();
-        return;
-      }
-      if (child->is_open()) {
-        child->start_accepted();
-      }
-    });
+    // A child of this very loop is set up right here, as Netty registers a channel of its own
+    // loop: handing it over through execute() would cost a queued task per connection and
+    // leave it unreadable until the next turn.
+    if (child->event_loop().in_event_loop()) {
+      set_up(child, options_, child_handler_);
+      return;
+    }
+    child->event_loop().execute(
+        [child, options = options_, handler = child_handler_] { set_up(child, options, handler); });
   }
 
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override {
@@ -64,6 +59,22 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
   }
 
  private:
+  static void set_up(const std::shared_ptr<LoopSocketChannel>& child, const ChannelOptions& options,
+                     const std::shared_ptr<ChannelHandler>& handler) {
+    try {
+      child->apply_options(options);
+      child->pipeline().add_last(handler);
+    } catch (...) {
+      log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
+          detail::describe(std::current_exception()));
+      child->close();
+      return;
+    }
+    if (child->is_open()) {
+      child->start_accepted();
+    }
+  }
+
   ChannelOptions options_;
   std::shared_ptr<ChannelHandler> child_handler_;
 };

@@ -1,12 +1,14 @@
-// ServerBootstrap's two ways of accepting, on every backend: a boss loop handing connections
-// out, and one SO_REUSEPORT listener per worker loop (channel_option::listener_per_loop).
-// Every connection is accepted exactly once, and no listener outlives close() or shutdown.
+// ServerBootstrap's ways of accepting, on every backend: a boss loop handing connections out,
+// one group whose loop accepts for itself, and one SO_REUSEPORT listener per worker loop
+// (channel_option::listener_per_loop). Every connection is accepted exactly once, and no
+// listener outlives close() or shutdown.
 #include <niox/transport/bootstrap.hpp>
 
 #include "../support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -95,6 +97,38 @@ TEST_P(ListenerPerLoopTest, BossLoopAcceptsEachConnectionOnceWithOneListener) {
   EXPECT_EQ(open_fd_count(), before + 1);  // one listening socket
   connect_clients(addr, kClients);
   expect_each_accepted_once(*seen, kClients);
+}
+
+// One loop both accepts and serves: each child is set up (its handlers added, active) within
+// the accept that produced it, with no hop through the loop's task queue, as Netty registers a
+// channel of the registering loop.
+TEST_P(ListenerPerLoopTest, OneLoopSetsUpEachChildWithinItsAccept) {
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto accepted = std::make_shared<std::atomic<int>>(0);
+  auto set_up_late = std::make_shared<std::atomic<int>>(0);
+  auto watcher = std::make_shared<LambdaHandler>();
+  watcher->on_read = [accepted, set_up_late](ChannelHandlerContext& ctx, Message m) {
+    auto* child = m.get_if<std::shared_ptr<LoopSocketChannel>>();
+    std::shared_ptr<LoopSocketChannel> c = child != nullptr ? *child : nullptr;
+    ctx.fire_channel_read(std::move(m));
+    if (!c) return;
+    ++*accepted;
+    if (c->is_open() && !c->is_active()) ++*set_up_late;
+  };
+  ServerBootstrap b;
+  b.group(group).handler(watcher).child_handler(init([](Channel& ch) {
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write_and_flush(std::move(m)); };
+    ch.pipeline().add_last(h);
+  }));
+  auto f = b.bind(InetSocketAddress::loopback_v4(0));
+  ASSERT_FALSE(await_for(f));
+  auto server = f.channel();
+  connect_clients(*server->local_address(), 64);
+  EXPECT_EQ(accepted->load(), 64);
+  EXPECT_EQ(set_up_late->load(), 0) << "children left to a later turn of the loop";
+  await_for(server->close());
+  group.shutdown_gracefully();
 }
 
 TEST_P(ListenerPerLoopTest, EachWorkerLoopListensAndAcceptsEachConnectionOnce) {
