@@ -71,20 +71,21 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
     ec = std::make_error_code(std::errc::function_not_supported);
     return nullptr;
   }
-  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only,
-                                            options.receive_ring_entries,
-                                            options.receive_ring_per_connection);
+  auto b = std::make_unique<IoUringBackend>(
+      core, ring, flags, options.io_uring_readiness_only, options.receive_ring_entries,
+      options.receive_ring_per_connection, options.multishot_receive);
   io_uring_free_probe(probe);
   return b;
 }
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
                                bool readiness_only, unsigned receive_ring_entries,
-                               unsigned receive_ring_per_connection)
+                               unsigned receive_ring_per_connection, bool multishot_receive)
     : core_(core),
       ring_(ring),
       enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)),
-      readiness_only_(readiness_only) {
+      readiness_only_(readiness_only),
+      multishot_(multishot_receive) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {
     for (int op = 0; op <= IORING_OP_LAST && op <= probe->last_op; ++op) {
@@ -135,7 +136,7 @@ void IoUringBackend::ensure_enabled() {
 bool IoUringBackend::ring_serves_multishot(Operation& op) {
   if (op.no_ring) return false;
   op.no_ring = true;
-  if (!recv_ring_ || !op.fd_is_socket) return false;
+  if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
   if (op.ring_held && ring_per_connection_ < recv_ring_->entries() &&
       op.ring_held->load(std::memory_order_relaxed) >= ring_per_connection_) {
     return false;

@@ -28,11 +28,12 @@ namespace niox::detail {
 class IoUringBackend final : public Backend {
  public:
   IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags, bool readiness_only,
-                 unsigned receive_ring_entries, unsigned receive_ring_per_connection);
+                 unsigned receive_ring_entries, unsigned receive_ring_per_connection,
+                 bool multishot_receive);
   ~IoUringBackend() override;
 
   BackendKind kind() const noexcept override { return BackendKind::io_uring; }
-  bool multishot_receive() const noexcept override { return recv_ring_ != nullptr; }
+  bool multishot_receive() const noexcept override { return multishot_ && recv_ring_; }
   void start(Operation& op) override;
   void cancel(Operation& op) override;
   void forget_fd(int fd) override;
@@ -88,6 +89,7 @@ class IoUringBackend final : public Backend {
   FileDescriptor notify_fd_;  // embedded mode; closed after the ring lets go of it
   std::unique_ptr<BufferRing>
       recv_ring_;                     // receive()'s buffers; unregistered before the ring exits
+  bool multishot_ = false;            // Options::multishot_receive
   unsigned ring_per_connection_ = 1;  // Options::receive_ring_per_connection, clamped
 };
 

@@ -191,12 +191,15 @@ class ReceiveMultishotRingTest : public ::testing::Test {
     o.backend = BackendKind::io_uring;
     o.receive_ring_entries = entries;
     o.receive_ring_per_connection = per_connection;
+    o.multishot_receive = true;
     return o;
   }
 };
 
-#define NIOX_REQUIRE_MULTISHOT(loop) \
-  if (!(loop).has_multishot_receive()) GTEST_SKIP() << "this kernel has no io_uring buffer rings"
+#define NIOX_REQUIRE_MULTISHOT(loop)   \
+  if (!(loop).has_multishot_receive()) \
+  GTEST_SKIP()                         \
+      << "no multishot receive in this loop (Options::multishot_receive off, or no buffer rings)"
 
 // A ring of four buffers, 16 MiB sent, a consumer that keeps the last 64 buffers it was given
 // (so ring buffers come back long after they were filled): the ring runs dry again and again,
