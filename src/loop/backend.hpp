@@ -25,6 +25,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const noexcept = 0;
+  // receive_multishot is a multishot recv into a buffer ring (not readiness and pooled buffers).
+  virtual bool multishot_receive() const noexcept { return false; }
   // Hands one attempt of a prepared operation to the backend.
   virtual void start(Operation& op) = 0;
   // Asks for an operation in the backend to stop; its result (-ECANCELED, or the real one if it

@@ -80,10 +80,11 @@ void BufferRing::drain_returns() noexcept {
   state_->returned.clear();
 }
 
-ByteBuffer BufferRing::take(unsigned id) {
+ByteBuffer BufferRing::take(unsigned id, const std::shared_ptr<std::atomic<unsigned>>& held) {
   --state_->available;
+  if (held) held->fetch_add(1, std::memory_order_relaxed);
   // The share's control block comes from the thread's block cache: no malloc once warm.
-  auto slot = std::allocate_shared<Slot>(CachedObjectAllocator<Slot>{}, state_, id);
+  auto slot = std::allocate_shared<Slot>(CachedObjectAllocator<Slot>{}, state_, id, held);
   return ByteBuffer::wrap_shared(
       std::span<std::byte>(state_->memory + std::size_t{id} * state_->buffer_size,
                            state_->buffer_size),

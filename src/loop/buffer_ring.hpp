@@ -54,7 +54,9 @@ class BufferRing {
 
   // The buffer the kernel filled with `bytes` bytes, as a ByteBuffer (position 0, capacity
   // buffer_size()) that returns to the ring when its last view is gone. Loop thread.
-  ByteBuffer take(unsigned id);
+  // `held`, when given, counts the buffer while it is out (a receive_multishot's share of the
+  // ring): one more now, one less when its last view is released, on whatever thread.
+  ByteBuffer take(unsigned id, const std::shared_ptr<std::atomic<unsigned>>& held = nullptr);
   // Gives an id back without a ByteBuffer (a CQE whose bytes nobody wants). Loop thread.
   void give_back(unsigned id) noexcept { state_->add(id); }
   // Puts back what other threads released since the last call. Loop thread.
@@ -84,11 +86,16 @@ class BufferRing {
     void release(unsigned id) noexcept;  // any thread
   };
   struct Slot {
-    Slot(std::shared_ptr<State> s, unsigned i) noexcept : state(std::move(s)), id(i) {}
+    Slot(std::shared_ptr<State> s, unsigned i, std::shared_ptr<std::atomic<unsigned>> h) noexcept
+        : state(std::move(s)), held(std::move(h)), id(i) {}
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
-    ~Slot() { state->release(id); }
+    ~Slot() {
+      if (held) held->fetch_sub(1, std::memory_order_relaxed);
+      state->release(id);
+    }
     std::shared_ptr<State> state;
+    std::shared_ptr<std::atomic<unsigned>> held;
     unsigned id;
   };
 

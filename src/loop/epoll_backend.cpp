@@ -119,9 +119,9 @@ void EpollBackend::attempt(Operation* op) {
     if (edge == POLLOUT) f.writable = false;
     return;
   }
-  if (family.multishot && r >= 0) {
+  if (family.multishot && (r > 0 || (r == 0 && !family.zero_ends))) {
     core_.on_result(*op, r, /*more=*/true);
-    op->bstate = BackendState::ready;  // accept until EAGAIN
+    op->bstate = BackendState::ready;  // accept (or receive) until EAGAIN
     ready_.push_back(op);
     return;
   }

@@ -206,6 +206,14 @@ void LoopCore::recycle(Operation* op) noexcept {
   op->value = 0;
   op->ticks = 0;
   op->fd = op->fd_out = op->home_fd = -1;
+  op->bound_stop = false;
+  if (op->ring_held) {
+    // Buffers of this operation still out keep counting down on their own counter.
+    if (op->ring_held.use_count() > 1)
+      op->ring_held.reset();
+    else
+      op->ring_held->store(0, std::memory_order_relaxed);
+  }
   if (++op->generation == 0) op->generation = 1;
   op->lane_next = free_;
   free_ = op;
@@ -668,6 +676,9 @@ LoopCounters LoopCore::counters() const noexcept {
   c.cq_overflow_flushes = r(stats_.cq_overflow_flushes);
   c.ring_receives = r(stats_.ring_receives);
   c.ring_fallbacks = r(stats_.ring_fallbacks);
+  c.multishot_arms = r(stats_.multishot_arms);
+  c.ring_exhausted = r(stats_.ring_exhausted);
+  c.receive_bound_stops = r(stats_.receive_bound_stops);
   c.zero_copy_sends = r(stats_.zero_copy_sends);
   c.zero_copy_fallbacks = r(stats_.zero_copy_fallbacks);
   return c;
@@ -707,6 +718,7 @@ bool EventLoop::backend_available(BackendKind kind) {
 }
 
 BackendKind EventLoop::backend() const noexcept { return core_->kind(); }
+bool EventLoop::has_multishot_receive() const noexcept { return core_->multishot_receive(); }
 void EventLoop::run() {
   bind_thread(detail::current_thread_id());
   LoopThreadScope scope;

@@ -71,18 +71,21 @@ std::unique_ptr<Backend> make_io_uring_backend(LoopCore& core, const EventLoop::
     ec = std::make_error_code(std::errc::function_not_supported);
     return nullptr;
   }
-  auto b = std::make_unique<IoUringBackend>(core, ring, flags, options.io_uring_readiness_only,
-                                            options.receive_ring_entries);
+  auto b = std::make_unique<IoUringBackend>(
+      core, ring, flags, options.io_uring_readiness_only, options.receive_ring_entries,
+      options.receive_ring_per_connection, options.multishot_receive);
   io_uring_free_probe(probe);
   return b;
 }
 
 IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags,
-                               bool readiness_only, unsigned receive_ring_entries)
+                               bool readiness_only, unsigned receive_ring_entries,
+                               unsigned receive_ring_per_connection, bool multishot_receive)
     : core_(core),
       ring_(ring),
       enabled_(!(setup_flags & IORING_SETUP_R_DISABLED)),
-      readiness_only_(readiness_only) {
+      readiness_only_(readiness_only),
+      multishot_(multishot_receive) {
   io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
   if (probe) {
     for (int op = 0; op <= IORING_OP_LAST && op <= probe->last_op; ++op) {
@@ -106,6 +109,7 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
     while (entries < receive_ring_entries && entries < 32768) entries <<= 1;
     std::error_code ignored;
     recv_ring_ = BufferRing::create(ring_, 0, entries, BufferRing::default_buffer_size, ignored);
+    ring_per_connection_ = std::clamp(receive_ring_per_connection, 1u, entries);
   }
 }
 
@@ -129,8 +133,34 @@ void IoUringBackend::ensure_enabled() {
   }
 }
 
+bool IoUringBackend::ring_serves_multishot(Operation& op) {
+  if (op.no_ring) return false;
+  op.no_ring = true;
+  if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
+  if (op.ring_held && ring_per_connection_ < recv_ring_->entries() &&
+      op.ring_held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+    return false;
+  }
+  if (recv_ring_->available() <= recv_ring_->entries() / 4) {
+    AtomicCounters::add(core_.stats().ring_fallbacks, 1);
+    return false;
+  }
+  op.no_ring = false;
+  return true;
+}
+
 bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) {
   sqe = io_uring_sqe{};
+  if (op.family->multishot && op.family->sqe_select) {
+    // receive_multishot: a multishot recv into the ring, or (false) readiness and one recv into
+    // a pooled buffer.
+    if (!ring_serves_multishot(op)) return false;
+    op.family->sqe_select(sqe, op, recv_ring_->group(), recv_ring_->buffer_size());
+    sqe.ioprio &= static_cast<std::uint16_t>(~refused_ioprio_[sqe.opcode]);
+    if (!has_op_[sqe.opcode]) return false;
+    AtomicCounters::add(core_.stats().multishot_arms, 1);
+    return true;
+  }
   if (!op.family->sqe) return false;
   if (op.zero_copy && op.fd_is_socket &&
       !(has_op_[IORING_OP_SEND_ZC] && has_op_[IORING_OP_SENDMSG_ZC])) {
@@ -174,6 +204,10 @@ io_uring_sqe* IoUringBackend::get_sqe() {
 }
 
 bool IoUringBackend::waits_without_buffer(Operation& op) {
+  if (op.family->multishot && op.family->sqe_select) {
+    // receive_multishot keeps arrived buffers queued in bufs: only the ring decides.
+    return op.poll_first && !ring_serves_multishot(op);
+  }
   if (!op.family->sqe_select || !op.fd_is_socket || !op.bufs.empty() || !op.poll_first) {
     return false;
   }
@@ -347,7 +381,19 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   if (flags & IORING_CQE_F_BUFFER) {
     // The kernel took a ring buffer for this recv: it becomes the operation's, or goes back.
     const unsigned id = flags >> IORING_CQE_BUFFER_SHIFT;
-    if (recv_ring_ && op && tag == tag_op && res > 0 && op->bufs.empty()) {
+    if (recv_ring_ && op && tag == tag_op && res > 0 && op->family->multishot) {
+      // receive_multishot: queued behind the arrivals not yet handed over, counted as this
+      // descriptor's until released.
+      if (!op->ring_held) op->ring_held = std::make_shared<std::atomic<unsigned>>(0);
+      op->bufs.push_back(recv_ring_->take(id, op->ring_held));
+      AtomicCounters::add(core_.stats().ring_receives, 1);
+      if ((flags & IORING_CQE_F_MORE) && !op->bound_stop && op->state == OpState::in_kernel &&
+          ring_per_connection_ < recv_ring_->entries() &&
+          op->ring_held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+        // Checked as CQEs arrive: one burst of the kernel may have taken a few more already.
+        stop_for_bound(*op);
+      }
+    } else if (recv_ring_ && op && tag == tag_op && res > 0 && op->bufs.empty()) {
       op->bufs.push_back(recv_ring_->take(id));
       AtomicCounters::add(core_.stats().ring_receives, 1);
     } else if (recv_ring_) {
@@ -387,9 +433,12 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     }
   }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
+  if (!more && tag == tag_op) op->bound_stop = false;  // whatever ended it, the stop is done
+  if (res == -ENOBUFS) AtomicCounters::add(core_.stats().ring_exhausted, 1);
   if (res == -ENOBUFS && op->family->sqe_select && !op->no_ring &&
       op->state != OpState::cancelling) {
-    // The ring ran dry between submission and arrival: the same recv with a pooled buffer.
+    // The ring ran dry between submission and arrival (a multishot: while it was armed): the
+    // bytes wait in the socket; the same receive reads them with a pooled buffer.
     AtomicCounters::add(core_.stats().ring_fallbacks, 1);
     op->no_ring = true;
     prep(*op);
@@ -411,6 +460,19 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   }
   if (!more) op->bstate = BackendState::none;
   core_.on_result(*op, res, more);
+}
+
+void IoUringBackend::stop_for_bound(Operation& op) {
+  op.bound_stop = true;
+  AtomicCounters::add(core_.stats().receive_bound_stops, 1);
+  const std::uint64_t target = op.user_data(tag_op);
+  io_uring_sqe* sqe = get_sqe();
+  if (!sqe) {
+    pending_cancels_.push_back(target);
+    return;
+  }
+  io_uring_prep_cancel64(sqe, target, 0);
+  io_uring_sqe_set_data64(sqe, tag_ignore);
 }
 
 void IoUringBackend::zero_copy_fallback(Operation& op, std::string_view why) {

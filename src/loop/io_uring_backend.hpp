@@ -10,7 +10,8 @@
 // none remain. Opcodes are probed; an operation without its opcode (and the transfers, which have
 // none: the transfer engine, see src/loop/ops/transfer.cpp) runs as a readiness POLL_ADD
 // followed by one non-blocking syscall. Receives take their buffers from a provided buffer ring
-// (loop/buffer_ring.hpp) when the kernel has them: a socket that waits holds none.
+// (loop/buffer_ring.hpp) when the kernel has them: a socket that waits holds none; a
+// receive_multishot stays armed there as one multishot recv, each CQE one ring buffer.
 #pragma once
 
 #include "loop/backend.hpp"
@@ -27,10 +28,12 @@ namespace niox::detail {
 class IoUringBackend final : public Backend {
  public:
   IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_flags, bool readiness_only,
-                 unsigned receive_ring_entries);
+                 unsigned receive_ring_entries, unsigned receive_ring_per_connection,
+                 bool multishot_receive);
   ~IoUringBackend() override;
 
   BackendKind kind() const noexcept override { return BackendKind::io_uring; }
+  bool multishot_receive() const noexcept override { return multishot_ && recv_ring_; }
   void start(Operation& op) override;
   void cancel(Operation& op) override;
   void forget_fd(int fd) override;
@@ -57,6 +60,14 @@ class IoUringBackend final : public Backend {
   // so it waits for readiness instead and its syscall attempt takes the buffer when bytes are
   // there. An idle connection then holds no receive buffer with or without the ring.
   bool waits_without_buffer(Operation& op);
+  // Whether a receive_multishot's next attempt is a multishot recv into the ring: not when the
+  // ring is absent or low (a quarter kept, as for receive) or the descriptor already holds
+  // its bound of ring buffers. Otherwise the attempt is marked no_ring: readiness, then a
+  // recv into a pooled buffer, and the re-arm after it asks again.
+  bool ring_serves_multishot(Operation& op);
+  // Asks the kernel to stop a multishot receive over its bound; its last CQE (-ECANCELED while
+  // the operation is not being cancelled) re-arms it.
+  void stop_for_bound(Operation& op);
   bool arm_internal(unsigned which);
   void reap();
   void handle(std::uint64_t user_data, int res, unsigned flags);
@@ -77,7 +88,9 @@ class IoUringBackend final : public Backend {
   bool internal_armed_[3] = {};
   FileDescriptor notify_fd_;  // embedded mode; closed after the ring lets go of it
   std::unique_ptr<BufferRing>
-      recv_ring_;  // receive()'s buffers; unregistered before the ring exits
+      recv_ring_;                     // receive()'s buffers; unregistered before the ring exits
+  bool multishot_ = false;            // Options::multishot_receive
+  unsigned ring_per_connection_ = 1;  // Options::receive_ring_per_connection, clamped
 };
 
 }  // namespace niox::detail

@@ -21,7 +21,8 @@ struct AtomicCounters {
   std::atomic<std::uint64_t> loop_turns{0}, kernel_entries{0}, ops_submitted{0}, ops_completed{0},
       bytes_read{0}, bytes_written{0}, gathering_writes{0}, gathered_buffers{0}, tasks_run{0},
       wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0}, ring_receives{0},
-      ring_fallbacks{0}, zero_copy_sends{0}, zero_copy_fallbacks{0};
+      ring_fallbacks{0}, multishot_arms{0}, ring_exhausted{0}, receive_bound_stops{0},
+      zero_copy_sends{0}, zero_copy_fallbacks{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -49,6 +50,7 @@ class LoopCore {
   std::size_t pending() const noexcept { return live_ops_; }
   int pollable_fd();
   BackendKind kind() const noexcept { return backend_->kind(); }
+  bool multishot_receive() const noexcept { return backend_->multishot_receive(); }
 
   // ---- used by backends ----
   // Result of one attempt: bytes / value, or -errno. `more`: a multishot operation stays armed.

@@ -6,7 +6,9 @@
 #include "channels/transfer_engine.hpp"
 
 #include <cassert>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -79,6 +81,7 @@ struct Operation {
   bool more = false;             // write on a socket: MSG_MORE (WriteFlags::more)
   bool zero_copy = false;        // write on a socket: SEND_ZC (WriteFlags::zero_copy)
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
+  bool bound_stop = false;       // receive_multishot: the backend asked the kernel to stop it
 
   int fd = -1;
   int fd_out = -1;
@@ -100,6 +103,10 @@ struct Operation {
   std::span<iovec> iov{&one_iov, 1};
   iovec one_iov{};
   OpSide* side = nullptr;  // the families that need one (OpFamily::side)
+  // receive_multishot: how many of its ring buffers are out (queued or held by the
+  // application); each buffer's release counts down, on whatever thread. Kept across reuse
+  // while nothing of an earlier operation still points at it.
+  std::shared_ptr<std::atomic<unsigned>> ring_held;
 
   std::chrono::steady_clock::time_point deadline{};
   std::chrono::nanoseconds period{};

@@ -55,7 +55,9 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 // ---- LoopSocketChannel --------------------------------------------------------------------
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
-    : AbstractLoopSocketChannel(loop, std::move(fd), family), recv_(recv_allocator().new_handle()) {
+    : AbstractLoopSocketChannel(loop, std::move(fd), family),
+      multishot_(loop.has_multishot_receive()),
+      recv_(recv_allocator().new_handle()) {
   std::error_code ec;
   int sndbuf = detail::get_socket_option(fd_.get(), StandardSocketOptions::so_sndbuf, ec);
   if (!ec && sndbuf > 0) {
@@ -175,6 +177,10 @@ ChannelFuture LoopSocketChannel::close_abortively() {
 // ---- Reading ------------------------------------------------------------------------------
 
 void LoopSocketChannel::do_read_begin() {
+  if (multishot_) {
+    if (!in_read_handler_ && fd_.valid() && active_) resume_multishot();
+    return;
+  }
   if (reading_ || in_read_handler_ || !fd_.valid() || !active_) {
     return;
   }
@@ -194,6 +200,94 @@ void LoopSocketChannel::start_read() {
   loop_->receive(fd_.get(), size, [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
     s->on_read(ec, n, std::move(buf));
   });
+}
+
+void LoopSocketChannel::start_multishot() {
+  reading_ = true;
+  multishot_stopping_ = false;
+  loop_->receive_multishot(
+      fd_.get(), recv_.guess(),
+      [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end) {
+        return s->on_multishot(ec, n, std::move(buf), batch_end);
+      });
+}
+
+// What arrived while reading was paused goes first, in order, as long as reading is wanted;
+// then the end of the stream if it came behind those bytes; then the receive is armed again.
+void LoopSocketChannel::resume_multishot() {
+  while (!parked_.empty() && should_keep_reading() && fd_.valid()) {
+    ByteBuffer b = std::move(parked_.front());
+    parked_.erase(parked_.begin());
+    if (!deliver_one(std::move(b), parked_.empty())) return;
+  }
+  if (!parked_.empty() || !fd_.valid() || !should_keep_reading()) return;
+  if (parked_end_) {
+    parked_end_ = false;
+    deliver_end(parked_end_ec_);
+    return;
+  }
+  if (!reading_ && !is_input_shutdown()) start_multishot();
+}
+
+// One arrival: channel_read, and channel_read_complete when it is the last the loop hands over
+// this turn (the batch a read loop until EAGAIN would have made) or reading pauses after it.
+// False when the channel closed meanwhile.
+bool LoopSocketChannel::deliver_one(ByteBuffer buf, bool batch_end) {
+  in_read_handler_ = true;
+  if (!batch_open_) {
+    batch_open_ = true;
+    recv_.reset(config());
+  }
+  const std::size_t n = buf.position();
+  if (!handle_read_result({}, n, std::move(buf))) return false;
+  if (batch_end || !should_keep_reading()) end_read_batch();
+  in_read_handler_ = false;
+  return fd_.valid();
+}
+
+void LoopSocketChannel::deliver_end(std::error_code ec) {
+  in_read_handler_ = true;
+  batch_open_ = true;
+  handle_read_result(ec, 0, ByteBuffer());
+  in_read_handler_ = false;
+}
+
+bool LoopSocketChannel::on_multishot(std::error_code ec, std::size_t n, ByteBuffer buf,
+                                     bool batch_end) {
+  const bool last = ec || n == 0;
+  if (last) reading_ = false;
+  if (!fd_.valid()) return false;  // closed: the channel drops what was still on its way
+  if (last) {
+    const bool stopped_by_us = multishot_stopping_;
+    multishot_stopping_ = false;
+    if (ec == operation_aborted()) {
+      if (!stopped_by_us) {
+        close_for_transport();  // the loop is shutting down under an open channel
+        return false;
+      }
+      if (!in_read_handler_) resume_multishot();  // reading may be wanted again already
+      return false;
+    }
+    if (!parked_.empty() || !should_keep_reading()) {
+      parked_end_ = true;  // after the held bytes, once reading resumes
+      parked_end_ec_ = ec;
+      return false;
+    }
+    deliver_end(ec);
+    return false;
+  }
+  if (multishot_stopping_ || !parked_.empty() || !should_keep_reading()) {
+    // Reading paused: the kernel may still have handed over bytes before it saw the cancel.
+    parked_.push_back(std::move(buf));
+    multishot_stopping_ = true;
+    return false;
+  }
+  if (!deliver_one(std::move(buf), batch_end)) return false;
+  if (!should_keep_reading() || is_input_shutdown()) {
+    multishot_stopping_ = true;
+    return false;
+  }
+  return true;
 }
 
 void LoopSocketChannel::end_read_batch() {
@@ -425,6 +519,8 @@ void LoopSocketChannel::do_close() noexcept {
   if (abort_on_close_) {
     detail::set_socket_option(fd_.get(), StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
   }
+  parked_.clear();  // closed: nobody reads them any more
+  parked_end_ = false;
   if (connecting_) {
     connecting_->timer.cancel();
     connecting_->promise.try_failure(transport::Errc::channel_closed);  // its listeners run later

@@ -115,6 +115,7 @@ class PipelineAllocationTest
     EventLoop::Options o;
     o.backend = std::get<0>(GetParam()).kind;
     o.io_uring_readiness_only = std::get<0>(GetParam()).io_uring_readiness_only;
+    o.multishot_receive = std::get<0>(GetParam()).multishot_receive;
     return o;
   }
 };

@@ -30,6 +30,13 @@ struct LoopCounters {
   // receives that found the ring empty or low and read into a pooled buffer instead.
   std::uint64_t ring_receives = 0;
   std::uint64_t ring_fallbacks = 0;
+  // io_uring only: multishot recvs armed for receive_multishot (the first and every re-arm);
+  // recvs the kernel ended because the buffer ring was empty (ENOBUFS: the bytes wait in the
+  // socket and are read into a pooled buffer), single-shot or multishot; and multishots stopped
+  // because their descriptor held EventLoop::Options::receive_ring_per_connection ring buffers.
+  std::uint64_t multishot_arms = 0;
+  std::uint64_t ring_exhausted = 0;
+  std::uint64_t receive_bound_stops = 0;
   // io_uring only: sends of zero-copy writes (WriteFlags::zero_copy) that went out zero-copy,
   // each counted when its notification arrived, and zero-copy writes sent plainly because the
   // ring or the socket refused the opcode.
@@ -52,11 +59,12 @@ struct fmt::formatter<niox::LoopCounters> {
         ctx.out(),
         "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
-        "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} zero_copy_sends={} "
-        "zero_copy_fallbacks={}",
+        "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} multishot_arms={} "
+        "ring_exhausted={} receive_bound_stops={} zero_copy_sends={} zero_copy_fallbacks={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
         c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
-        c.ring_fallbacks, c.zero_copy_sends, c.zero_copy_fallbacks);
+        c.ring_fallbacks, c.multishot_arms, c.ring_exhausted, c.receive_bound_stops,
+        c.zero_copy_sends, c.zero_copy_fallbacks);
   }
 };

@@ -14,6 +14,18 @@
 // started after a batch until read() is called, so the kernel buffers fill and the peer is
 // pushed back.
 //
+// Where the loop has a multishot receive (io_uring with a buffer ring,
+// EventLoop::has_multishot_receive()), an active channel that wants to read keeps one
+// receive_multishot armed instead: each arrival is one ring buffer (its capacity the ring's
+// buffer size), fired as channel_read; channel_read_complete follows the last arrival the loop
+// hands over in a turn, and nothing is read ahead of them. When reading pauses (AUTO_READ off, or a read() answered) the multishot is
+// stopped; bytes the kernel handed over before it stopped are parked on the channel, in order,
+// and fired first when reading resumes, the end of the stream or a read error that came behind
+// them after them. So a paused channel never loses bytes and holds at most what arrived while
+// the stop was on its way (bounded by EventLoop::Options::receive_ring_per_connection for the
+// ring's share). Closing drops what is parked. Elsewhere (epoll, io_uring's readiness
+// fallback) the one-receive-at-a-time reading above runs unchanged.
+//
 // Writing: flush() hands the outbound buffer's flushed prefix to the loop as ONE gathering
 // write (a single piece as a one-buffer write); the outbound buffer keeps the memory alive until
 // the loop reports the bytes moved, and is advanced by exactly that many. Only one write is in
@@ -140,6 +152,12 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   // Fires one read's outcome; false when the batch must stop (EOF, error, closed).
   bool handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf);
   void end_read_batch();
+  // The multishot read path (see the top of this file).
+  void start_multishot();
+  void resume_multishot();
+  bool on_multishot(std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end);
+  bool deliver_one(ByteBuffer buf, bool batch_end);
+  void deliver_end(std::error_code ec);
   void on_written(std::error_code ec, std::size_t n);
   void on_file_written(std::error_code ec, std::size_t n);
   void advance(OutboundBuffer& out, std::size_t n);
@@ -150,7 +168,12 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
-  bool writing_ = false;    // a write or transfer is in the kernel
+  bool multishot_ = false;           // reads with receive_multishot (fixed per loop)
+  bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
+  bool parked_end_ = false;          // the stream's end came behind the parked bytes
+  std::error_code parked_end_ec_;
+  std::vector<ByteBuffer> parked_;  // arrived after reading paused; fired first on resume
+  bool writing_ = false;            // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connect_timed_out_ = false;

@@ -30,6 +30,7 @@ struct OpFamily {
   bool belongs_to_input = false;  // of two descriptors, it is the input's (a stream it reads)
   bool fills_buffers = false;     // read-only buffers are refused at start
   bool multishot = false;         // a result does not end it: it stays with the backend
+  bool zero_ends = false;         // multishot: a result of 0 is its end (end of stream)
   bool keeps_blocking = false;    // regular files at an offset: their flags are left alone
   // Makes the next attempt ready (iovecs, msghdr); false: nothing left to move, it is done.
   bool (*prepare)(LoopCore&, Operation&) = nullptr;
@@ -54,27 +55,19 @@ struct OpFamily {
   std::size_t (*interim)(LoopCore&, Operation&) = nullptr;
 };
 
-extern const OpFamily read_family, receive_family, write_family, accept_family,
-    accept_multishot_family, connect_family, recvmsg_family, sendmsg_family, poll_family,
-    read_at_family, write_at_family, transfer_to_family, transfer_from_family, timer_family;
+extern const OpFamily read_family, receive_family, receive_multishot_family, write_family,
+    accept_family, accept_multishot_family, connect_family, recvmsg_family, sendmsg_family,
+    poll_family, read_at_family, write_at_family, transfer_to_family, transfer_from_family,
+    timer_family;
 
 inline const OpFamily& family_of(OpKind kind) noexcept {
   static constexpr const OpFamily* by_kind[] = {
       // OpKind's order
-      &read_family,
-      &receive_family,
-      &write_family,
-      &accept_family,
-      &accept_multishot_family,
-      &connect_family,
-      &recvmsg_family,
-      &sendmsg_family,
-      &poll_family,
-      &read_at_family,
-      &write_at_family,
-      &transfer_to_family,
-      &transfer_from_family,
-      &timer_family,
+      &read_family,        &receive_family,       &receive_multishot_family,
+      &write_family,       &accept_family,        &accept_multishot_family,
+      &connect_family,     &recvmsg_family,       &sendmsg_family,
+      &poll_family,        &read_at_family,       &write_at_family,
+      &transfer_to_family, &transfer_from_family, &timer_family,
   };
   static_assert(std::size(by_kind) == static_cast<std::size_t>(OpKind::timer) + 1);
   return *by_kind[static_cast<std::size_t>(kind)];

@@ -1,5 +1,6 @@
 // The stream family: read and write at a descriptor's current position; a read completes with
-// what arrived, a write once every byte is written. A zero-copy write's send reaches result()
+// what arrived, a write once every byte is written; receive_multishot hands over each arrival
+// until it is stopped. A zero-copy write's send reaches result()
 // only with its notification (the io_uring backend holds the send's result until then), so the
 // rest of a short one is sent, and the write finished, only once the kernel let go of the pages.
 #include "loop/ops/family.hpp"
@@ -124,6 +125,98 @@ const OpFamily receive_family{
           advance_by(core, op, res, true);
           record_drained(core, op, res, asked);
           finish_with(core, op, res);
+        }};
+
+// receive_multishot: one armed receive per descriptor that hands each arrival over as it comes.
+// On io_uring with a buffer ring it is one IORING_OP_RECV with IORING_RECV_MULTISHOT: the
+// kernel fills a ring buffer per arrival and keeps it armed. Whatever ends it without ending
+// the stream (the ring ran dry, a CQE without F_MORE, the backend stopping it because the
+// connection holds its share of the ring) re-arms it; attempts without the ring wait for
+// readiness and read into a pooled buffer, one at a time. The buffers arrived and not yet
+// handed over queue in op.bufs, in order, until the completion phase hands them one by one.
+namespace {
+long multishot_attempt(Operation& op) {
+  ByteBuffer b = BufferPool::for_this_thread().allocate(op.length);
+  void* at = b.writable_bytes().data();
+  const std::size_t room = std::min(op.length, b.remaining());
+  long r = op.fd_is_socket ? ::recv(op.fd, at, room, 0) : ::read(op.fd, at, room);
+  const int saved = errno;
+  if (r > 0) {
+    op.bufs.push_back(std::move(b));
+  } else {
+    b = ByteBuffer();  // nothing arrived: the block goes back to the pool
+  }
+  errno = saved;
+  return r;
+}
+
+void rearm(LoopCore& core, Operation& op) {
+  if (op.state == OpState::cancelling) return core.finish(&op, operation_aborted());
+  core.begin_attempt(&op);  // nothing else of the read lane runs meanwhile: order holds
+}
+}  // namespace
+
+const OpFamily receive_multishot_family{
+    .lane = Lane::read,
+    .multishot = true,
+    .zero_ends = true,
+    .prepare =
+        [](LoopCore& core, Operation& op) {
+          if (op.length == 0) return false;
+          op.no_ring = false;
+          poll_first_if_drained(core, op);
+          return true;
+        },
+    .wait_for = wait_in,
+    .edge = edge_in,
+    .sqe_select =
+        [](io_uring_sqe& sqe, Operation& op, std::uint16_t group, std::size_t) {
+          // len 0: each arrival takes up to a whole ring buffer (kernels refuse a length on a
+          // multishot recv).
+          io_uring_prep_recv_multishot(&sqe, op.fd, nullptr, 0, 0);
+          sqe.flags |= IOSQE_BUFFER_SELECT;
+          sqe.buf_group = group;
+          if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
+        },
+    .attempt = multishot_attempt,
+    .result =
+        [](LoopCore& core, Operation& op, long res, bool more) {
+          if (res > 0 && op.bufs.empty()) res = -EIO;  // bytes without a buffer: never expected
+          if (res > 0) {
+            // The arrival is the last buffer queued (a ring buffer the backend took, or the
+            // attempt's pooled one).
+            ByteBuffer& b = op.bufs.back();
+            b.position(static_cast<std::size_t>(res));
+            AtomicCounters::add(core.stats().bytes_read, static_cast<std::uint64_t>(res));
+            if (!more) record_drained(core, op, res, std::min(op.length, b.capacity()));
+            core.push_completed(&op);
+            if (!more) rearm(core, op);
+            return;
+          }
+          // A recv multishot ends on end of stream and on every error; F_MORE comes with bytes.
+          if (more) return;
+          if (res == -ECANCELED && op.state == OpState::in_kernel) {
+            // Not the caller's cancel (that one marks it cancelling): the backend stopped it
+            // for the per-connection bound, and it goes on without the ring.
+            return rearm(core, op);
+          }
+          finish_with(core, op, res);
+        },
+    .interim =
+        [](LoopCore& core, Operation& op) {
+          std::size_t n = 0;
+          Completion c;
+          // By index: a handler that cancels or closes never adds to the queue meanwhile.
+          for (; n < op.bufs.size(); ++n) {
+            c = Completion{};
+            c.bytes = op.bufs[n].position();
+            c.buffers = std::span<ByteBuffer>(&op.bufs[n], 1);
+            c.value = static_cast<int>(op.bufs.size() - n - 1);  // queued behind this one
+            core.hand(op, c);
+            if (c.stop) core.abort(&op);
+          }
+          op.bufs.clear();
+          return n;
         }};
 
 const OpFamily write_family{
