@@ -121,9 +121,13 @@ class SslHandlerTest : public DescriptorCheckedTest {
     auto all = std::make_shared<std::promise<void>>();
     auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost", addr.inet().port()));
     auto h = std::make_shared<LambdaHandler>();
+    // The engine is read on its loop, when the handshake completes: read from this thread it
+    // races the loop, which may be in a post-handshake message (a session ticket) just then.
+    std::promise<std::string> negotiated;
     h->on_event = [&, pieces](ChannelHandlerContext& ctx, std::any e) {
       auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e);
       if (hs == nullptr || !hs->is_success()) return;
+      negotiated.set_value(ssl->engine().protocol());
       const std::size_t step = data.size() / static_cast<std::size_t>(pieces) + 1;
       for (std::size_t at = 0; at < data.size(); at += step) {
         const std::size_t n = std::min(step, data.size() - at);
@@ -144,7 +148,9 @@ class SslHandlerTest : public DescriptorCheckedTest {
     auto f = b.connect(addr);
     EXPECT_FALSE(await_for(f));
     EXPECT_FALSE(await_for(ssl->handshake_future()));
-    if (protocol != nullptr) *protocol = ssl->engine().protocol();
+    auto proto = negotiated.get_future();
+    std::string version = wait_for(proto);
+    if (protocol != nullptr) *protocol = version;
     auto done = all->get_future();
     wait_for(done);
     EXPECT_FALSE(await_for(f.channel()->close()));
