@@ -278,14 +278,7 @@ void IoUringBackend::cancel(Operation& op) {
       return;
     case BackendState::sqe:
     case BackendState::poll: {
-      std::uint64_t target = op.user_data(op.bstate == BackendState::sqe ? tag_op : tag_poll);
-      io_uring_sqe* sqe = get_sqe();
-      if (!sqe) {
-        pending_cancels_.push_back(target);
-        return;
-      }
-      io_uring_prep_cancel64(sqe, target, 0);
-      io_uring_sqe_set_data64(sqe, tag_ignore);
+      submit_cancel(op.user_data(op.bstate == BackendState::sqe ? tag_op : tag_poll));
       return;
     }
     default: return;
@@ -465,10 +458,13 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
 void IoUringBackend::stop_for_bound(Operation& op) {
   op.bound_stop = true;
   AtomicCounters::add(core_.stats().receive_bound_stops, 1);
-  const std::uint64_t target = op.user_data(tag_op);
+  submit_cancel(op.user_data(tag_op));
+}
+
+void IoUringBackend::submit_cancel(std::uint64_t target) {
   io_uring_sqe* sqe = get_sqe();
   if (!sqe) {
-    pending_cancels_.push_back(target);
+    pending_cancels_.push_back(target);  // sent when the SQ has room again
     return;
   }
   io_uring_prep_cancel64(sqe, target, 0);

@@ -68,6 +68,8 @@ class IoUringBackend final : public Backend {
   // Asks the kernel to stop a multishot receive over its bound; its last CQE (-ECANCELED while
   // the operation is not being cancelled) re-arms it.
   void stop_for_bound(Operation& op);
+  // Asks the kernel to cancel the request tagged `target`; queued while the SQ is full.
+  void submit_cancel(std::uint64_t target);
   bool arm_internal(unsigned which);
   void reap();
   void handle(std::uint64_t user_data, int res, unsigned flags);

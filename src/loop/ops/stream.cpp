@@ -66,6 +66,16 @@ const OpFamily read_family{.lane = Lane::read,
                                  finish_with(core, op, res);
                                }};
 
+namespace {
+// Both receives: nothing to take is no receive; the ring may serve each new attempt again.
+bool prepare_receive(LoopCore& core, Operation& op) {
+  if (op.length == 0) return false;
+  op.no_ring = false;
+  poll_first_if_drained(core, op);
+  return true;
+}
+}  // namespace
+
 // receive: read's rules with a buffer taken from the loop thread's pool at the attempt itself,
 // and given back when the attempt found nothing, so nothing is held while the socket waits.
 namespace {
@@ -77,13 +87,7 @@ ByteBuffer& receive_buffer(Operation& op) {
 
 const OpFamily receive_family{
     .lane = Lane::read,
-    .prepare =
-        [](LoopCore& core, Operation& op) {
-          if (op.length == 0) return false;
-          op.no_ring = false;
-          poll_first_if_drained(core, op);
-          return true;
-        },
+    .prepare = prepare_receive,
     .wait_for = wait_in,
     .edge = edge_in,
     .sqe =
@@ -160,13 +164,7 @@ const OpFamily receive_multishot_family{
     .lane = Lane::read,
     .multishot = true,
     .zero_ends = true,
-    .prepare =
-        [](LoopCore& core, Operation& op) {
-          if (op.length == 0) return false;
-          op.no_ring = false;
-          poll_first_if_drained(core, op);
-          return true;
-        },
+    .prepare = prepare_receive,
     .wait_for = wait_in,
     .edge = edge_in,
     .sqe_select =
