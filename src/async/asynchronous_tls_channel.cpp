@@ -113,21 +113,7 @@ Task<void> AsynchronousTlsChannel::send_alert() {
 }
 
 void AsynchronousTlsChannel::hand_over_outbound() {
-  if (!kernel_tls_available()) return;
-  if (auto why = engine_.traffic_keys_refusal(TrafficDirection::outbound); !why.empty()) {
-    detail::log_kernel_tls_fallback(why);
-    return;
-  }
-  auto keys = engine_.export_traffic_keys(TrafficDirection::outbound);
-  if (!keys) {
-    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
-    return;
-  }
-  if (std::error_code ec =
-          detail::install_kernel_tls(channel_.native_handle(), TrafficDirection::outbound, *keys)) {
-    detail::log_kernel_tls_fallback(fmt::format("TLS_TX: {}", ec.message()));
-    return;
-  }
+  if (!kernel_tls_available() || !hand_over(TrafficDirection::outbound)) return;
   tx_path_ = RecordPath::ktls;
   rx_hand_over_pending_ = true;
   hand_over_inbound();
@@ -138,21 +124,25 @@ void AsynchronousTlsChannel::hand_over_inbound() {
   // the engine first, and the next read tries again.
   if (!rx_hand_over_pending_ || net_in_.position() != 0) return;
   rx_hand_over_pending_ = false;
-  if (auto why = engine_.traffic_keys_refusal(TrafficDirection::inbound); !why.empty()) {
+  if (hand_over(TrafficDirection::inbound)) rx_path_ = RecordPath::ktls;
+}
+
+bool AsynchronousTlsChannel::hand_over(TrafficDirection direction) {
+  if (auto why = engine_.traffic_keys_refusal(direction); !why.empty()) {
     detail::log_kernel_tls_fallback(why);
-    return;
+    return false;
   }
-  auto keys = engine_.export_traffic_keys(TrafficDirection::inbound);
+  auto keys = engine_.export_traffic_keys(direction);
   if (!keys) {
     detail::log_kernel_tls_fallback("the traffic keys could not be derived");
-    return;
+    return false;
   }
-  if (std::error_code ec =
-          detail::install_kernel_tls(channel_.native_handle(), TrafficDirection::inbound, *keys)) {
-    detail::log_kernel_tls_fallback(fmt::format("TLS_RX: {}", ec.message()));
-    return;
+  if (std::error_code ec = detail::install_kernel_tls(channel_.native_handle(), direction, *keys)) {
+    detail::log_kernel_tls_fallback(fmt::format(
+        "{}: {}", direction == TrafficDirection::outbound ? "TLS_TX" : "TLS_RX", ec.message()));
+    return false;
   }
-  rx_path_ = RecordPath::ktls;
+  return true;
 }
 
 Task<std::int64_t> AsynchronousTlsChannel::read_kernel(std::span<ByteBuffer> dsts,
