@@ -367,8 +367,8 @@ void LoopCore::on_result(Operation& op, long res, bool more) {
   op.family->result(*this, op, res, more);
 }
 
-bool* LoopCore::read_drained(const Operation& op) noexcept {
-  return op.home_fd >= 0 ? &fds_[op.home_fd].read_drained : nullptr;
+LastRead* LoopCore::last_read(const Operation& op) noexcept {
+  return op.home_fd >= 0 ? &fds_[op.home_fd].last_read : nullptr;
 }
 
 void LoopCore::push_completed(Operation* op) noexcept {
@@ -679,6 +679,8 @@ LoopCounters LoopCore::counters() const noexcept {
   c.multishot_arms = r(stats_.multishot_arms);
   c.ring_exhausted = r(stats_.ring_exhausted);
   c.receive_bound_stops = r(stats_.receive_bound_stops);
+  c.speculative_receives = r(stats_.speculative_receives);
+  c.speculative_misses = r(stats_.speculative_misses);
   c.zero_copy_sends = r(stats_.zero_copy_sends);
   c.zero_copy_fallbacks = r(stats_.zero_copy_fallbacks);
   return c;

@@ -171,9 +171,19 @@ bool IoUringBackend::fill(Operation& op, io_uring_sqe& sqe) {
       zero_copy_fallback(op, "the ring has no IORING_OP_SEND_ZC");
   }
   if (recv_ring_ && op.family->sqe_select && op.fd_is_socket && op.bufs.empty() && !op.no_ring) {
-    // A quarter of the ring stays for the receives that find it low: when handlers hold the
-    // rest (a slow consumer), the others read into pooled buffers rather than wait on ENOBUFS.
-    if (recv_ring_->available() > recv_ring_->entries() / 4) {
+    const LastRead* last = core_.last_read(op);
+    if (last && *last == LastRead::filled && op.length > recv_ring_->buffer_size()) {
+      // The last read filled its buffer, so more is likely waiting than one ring buffer holds
+      // (a bulk stream): take all of it into a pooled buffer of the size asked, in one recv.
+      // MSG_DONTWAIT keeps that buffer out of the kernel should the socket be empty after all:
+      // EAGAIN (in complete()) sends the receive back to the ring, waiting for readiness.
+      op.no_ring = true;
+      op.speculative = true;
+      AtomicCounters::add(core_.stats().speculative_receives, 1);
+      op.family->sqe(sqe, op);
+    } else if (recv_ring_->available() > recv_ring_->entries() / 4) {
+      // A quarter of the ring stays for the receives that find it low: when handlers hold the
+      // rest (a slow consumer), the others read into pooled buffers rather than wait on ENOBUFS.
       op.family->sqe_select(sqe, op, recv_ring_->group(), recv_ring_->buffer_size());
     } else {
       AtomicCounters::add(core_.stats().ring_fallbacks, 1);
@@ -434,6 +444,18 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     // bytes wait in the socket; the same receive reads them with a pooled buffer.
     AtomicCounters::add(core_.stats().ring_fallbacks, 1);
     op->no_ring = true;
+    prep(*op);
+    return;
+  }
+  if (res == -EAGAIN && op->speculative && op->state != OpState::cancelling) {
+    // The speculative receive found the socket empty: its pooled buffer goes back, and the
+    // receive waits for the bytes in the ring, as on a drained socket.
+    op->speculative = false;
+    op->no_ring = false;
+    op->poll_first = true;
+    if (LastRead* last = core_.last_read(*op)) *last = LastRead::drained;
+    op->bufs.clear();
+    AtomicCounters::add(core_.stats().speculative_misses, 1);
     prep(*op);
     return;
   }

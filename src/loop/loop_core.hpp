@@ -22,7 +22,7 @@ struct AtomicCounters {
       bytes_read{0}, bytes_written{0}, gathering_writes{0}, gathered_buffers{0}, tasks_run{0},
       wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0}, ring_receives{0},
       ring_fallbacks{0}, multishot_arms{0}, ring_exhausted{0}, receive_bound_stops{0},
-      zero_copy_sends{0}, zero_copy_fallbacks{0};
+      speculative_receives{0}, speculative_misses{0}, zero_copy_sends{0}, zero_copy_fallbacks{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -73,8 +73,8 @@ class LoopCore {
   void arm_timer(Operation* op);
   // Runs the operation's handler; an exception is reported, not thrown.
   void hand(Operation& op, Completion& c) noexcept;
-  // Whether the last read of the operation's descriptor drained it; nullptr once detached.
-  bool* read_drained(const Operation& op) noexcept;
+  // What the last read of the operation's descriptor found; nullptr once detached.
+  LastRead* last_read(const Operation& op) noexcept;
   // The pipe pair every transfer_from splices through, one at a time (each step empties it).
   SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
 
@@ -85,7 +85,7 @@ class LoopCore {
     Operation* all = nullptr;
     bool classified = false;
     bool is_socket = false;
-    bool read_drained = false;  // the last read got less than it asked for
+    LastRead last_read = LastRead::unknown;
   };
   struct TimerEntry {
     std::chrono::steady_clock::time_point deadline;

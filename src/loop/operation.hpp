@@ -21,6 +21,10 @@ namespace niox::detail {
 // Per-descriptor ordering lanes: one operation of a lane is in the backend at a time.
 enum class Lane : std::uint8_t { none, read, write, accept, count };
 
+// What the last read of a descriptor found: less than it asked for (the socket is drained: wait
+// before the next), or all it asked for (more may be waiting).
+enum class LastRead : std::uint8_t { unknown, drained, filled };
+
 // Where a backend keeps an operation it was handed (each backend uses what it needs).
 enum class BackendState : std::uint8_t { none, ready, parked, sqe, poll, backlog };
 
@@ -81,6 +85,7 @@ struct Operation {
   bool more = false;             // write on a socket: MSG_MORE (WriteFlags::more)
   bool zero_copy = false;        // write on a socket: SEND_ZC (WriteFlags::zero_copy)
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
+  bool speculative = false;      // receive: a pooled buffer with MSG_DONTWAIT (see the backend)
   bool bound_stop = false;       // receive_multishot: the backend asked the kernel to stop it
 
   int fd = -1;

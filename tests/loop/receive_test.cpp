@@ -91,6 +91,66 @@ TEST_P(ReceiveTest, NoBufferIsHeldWhileTheSocketWaits) {
   }
 }
 
+// A bulk stream: after a receive that filled its buffer (on io_uring a 16 KiB ring buffer), the
+// next takes all that waits up to the size asked, not another ring buffer's worth.
+TEST_P(ReceiveTest, AfterAFullReadTheNextTakesAllThatWaitsUpToTheSizeAsked) {
+  constexpr std::size_t asked = 64 * 1024, total = 80 * 1024;
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  const std::string sent = [] {
+    std::string s(total, '\0');
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>(i * 7 + (i >> 10));
+    return s;
+  }();
+  ASSERT_EQ(::write(a.get(), sent.data(), sent.size()), static_cast<ssize_t>(sent.size()));
+  std::string got;
+  int receives = 0;
+  std::function<void()> next = [&] {
+    loop.receive(b.get(), asked, [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+      ASSERT_FALSE(ec) << ec.message();
+      EXPECT_LE(n, asked);
+      got += filled(std::move(buf));
+      if (++receives < 2) next();
+    });
+  };
+  next();
+  ASSERT_TRUE(run_until(loop, [&] { return receives == 2; }));
+  EXPECT_EQ(got.size(), total);  // two receives took it all
+  EXPECT_TRUE(got == sent.substr(0, got.size()));
+}
+
+// ... and when nothing waits after all, the receive holds no pooled buffer while the socket
+// waits (on io_uring the speculative recv finds EAGAIN and goes back to the ring).
+TEST_P(ReceiveTest, AFullReadThenAnEmptySocketHoldsNoBuffer) {
+  constexpr std::size_t asked = 64 * 1024, first = 16 * 1024;
+  auto cached = [] { return BufferPool::for_this_thread().stats().cached_bytes; };
+  (void)BufferPool::for_this_thread().allocate(asked);  // one block of that class in the cache
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  ASSERT_EQ(::write(a.get(), std::string(first, 'x').data(), first), static_cast<ssize_t>(first));
+  std::string got;
+  int receives = 0;
+  std::function<void()> next = [&] {
+    loop.receive(b.get(), asked, [&](std::error_code ec, std::size_t, ByteBuffer buf) {
+      ASSERT_FALSE(ec) << ec.message();
+      got += filled(std::move(buf));
+      if (++receives < 2) next();
+    });
+  };
+  next();
+  ASSERT_TRUE(run_until(loop, [&] { return got.size() == first; }));
+  const std::size_t before = cached();
+  for (int i = 0; i < 5; ++i) loop.run_once(0ms);
+  EXPECT_EQ(receives, 1);
+  const std::size_t now = cached();
+  EXPECT_LT(before > now ? before - now : 0, asked);
+  ASSERT_EQ(::write(a.get(), "late", 4), 4);
+  ASSERT_TRUE(run_until(loop, [&] { return receives == 2; }));
+  EXPECT_EQ(got, std::string(first, 'x') + "late");
+  const LoopCounters c = loop.counters();
+  if (c.speculative_receives > 0) EXPECT_EQ(c.speculative_misses, 1u);
+}
+
 TEST_P(ReceiveTest, EndOfStreamIsZeroBytesAndNoBuffer) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();

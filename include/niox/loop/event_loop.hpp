@@ -272,9 +272,13 @@ class EventLoop final : public Executor {
   // arrive, and its capacity is the ring's buffer size. A ring running low (under a quarter
   // left, while handlers hold the rest) or absent makes a receive bring a pooled buffer to its
   // recv instead, and one on a socket its last read drained waits for readiness first, so
-  // that no pooled buffer waits in the kernel for a quiet socket. The handler owns the buffer, wherever it came from: a ring buffer goes back
-  // to the ring when its last view is released, on any thread. max_bytes == 0 reads nothing
-  // and completes at once.
+  // that no pooled buffer waits in the kernel for a quiet socket. When the descriptor's last
+  // read filled its buffer and max_bytes is more than a ring buffer holds (a bulk stream), the
+  // receive tries the socket at once with a pooled buffer of max_bytes (MSG_DONTWAIT) and,
+  // should the socket be empty, gives it back and waits in the ring as above
+  // (LoopCounters::speculative_receives / speculative_misses). The handler owns the buffer,
+  // wherever it came from: a ring buffer goes back to the ring when its last view is
+  // released, on any thread. max_bytes == 0 reads nothing and completes at once.
   template <class H>
   OperationHandle receive(int fd, std::size_t max_bytes, H&& handler) {
     detail::OpArgs a{detail::OpKind::receive, fd};

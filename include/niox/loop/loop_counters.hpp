@@ -37,6 +37,11 @@ struct LoopCounters {
   std::uint64_t multishot_arms = 0;
   std::uint64_t ring_exhausted = 0;
   std::uint64_t receive_bound_stops = 0;
+  // io_uring only: receives that went straight to the socket with a pooled buffer of the size
+  // asked because the descriptor's last read filled its buffer (more than a ring buffer was
+  // likely waiting), and those of them that found the socket empty and waited in the ring.
+  std::uint64_t speculative_receives = 0;
+  std::uint64_t speculative_misses = 0;
   // io_uring only: sends of zero-copy writes (WriteFlags::zero_copy) that went out zero-copy,
   // each counted when its notification arrived, and zero-copy writes sent plainly because the
   // ring or the socket refused the opcode.
@@ -60,11 +65,12 @@ struct fmt::formatter<niox::LoopCounters> {
         "turns={} kernel_entries={} submitted={} completed={} bytes_read={} bytes_written={} "
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
         "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} multishot_arms={} "
-        "ring_exhausted={} receive_bound_stops={} zero_copy_sends={} zero_copy_fallbacks={}",
+        "ring_exhausted={} receive_bound_stops={} speculative_receives={} speculative_misses={} "
+        "zero_copy_sends={} zero_copy_fallbacks={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
         c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
         c.ring_fallbacks, c.multishot_arms, c.ring_exhausted, c.receive_bound_stops,
-        c.zero_copy_sends, c.zero_copy_fallbacks);
+        c.speculative_receives, c.speculative_misses, c.zero_copy_sends, c.zero_copy_fallbacks);
   }
 };

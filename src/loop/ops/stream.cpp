@@ -16,13 +16,14 @@ namespace {
 // A socket the last read drained gets its poll armed at once (IORING_RECVSEND_POLL_FIRST, or
 // epoll's wait) instead of a recv attempt that would only find EAGAIN.
 void poll_first_if_drained(LoopCore& core, Operation& op) {
-  const bool* drained = core.read_drained(op);
-  op.poll_first = op.fd_is_socket && drained && *drained;
+  const LastRead* last = core.last_read(op);
+  op.poll_first = op.fd_is_socket && last && *last == LastRead::drained;
 }
 // A read that got less than it could take drained the socket.
 void record_drained(LoopCore& core, const Operation& op, long res, std::size_t asked) {
-  bool* drained = core.read_drained(op);
-  if (drained && res >= 0) *drained = static_cast<std::size_t>(res) < asked;
+  LastRead* last = core.last_read(op);
+  if (last && res >= 0)
+    *last = static_cast<std::size_t>(res) < asked ? LastRead::drained : LastRead::filled;
 }
 }  // namespace
 
@@ -71,6 +72,7 @@ namespace {
 bool prepare_receive(LoopCore& core, Operation& op) {
   if (op.length == 0) return false;
   op.no_ring = false;
+  op.speculative = false;
   poll_first_if_drained(core, op);
   return true;
 }
@@ -94,7 +96,8 @@ const OpFamily receive_family{
         [](io_uring_sqe& sqe, Operation& op) {
           ByteBuffer& b = receive_buffer(op);
           if (op.fd_is_socket) {
-            io_uring_prep_recv(&sqe, op.fd, b.writable_bytes().data(), b.remaining(), 0);
+            io_uring_prep_recv(&sqe, op.fd, b.writable_bytes().data(), b.remaining(),
+                               op.speculative ? MSG_DONTWAIT : 0);
             if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
           } else {
             io_uring_prep_read(&sqe, op.fd, b.writable_bytes().data(),
