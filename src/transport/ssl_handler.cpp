@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -18,7 +19,7 @@ namespace niox {
 namespace {
 
 // Room for `plaintext` bytes once encrypted: one record per 16 KiB, each with its overhead.
-std::size_t encrypted_size(std::size_t plaintext) {
+constexpr std::size_t encrypted_size(std::size_t plaintext) {
   constexpr std::size_t app = SslEngine::application_buffer_size();
   constexpr std::size_t overhead = SslEngine::packet_buffer_size() - app;
   const std::size_t records = plaintext == 0 ? 1 : (plaintext + app - 1) / app;
@@ -28,6 +29,11 @@ std::size_t encrypted_size(std::size_t plaintext) {
 // How much of a FileRegion is read and encrypted before the next piece waits for this one to
 // leave: bounded memory however large the file.
 constexpr std::size_t region_piece = 256 * 1024;
+// A piece is read and encrypted in chunks of whole records whose ciphertext still fits the
+// pool's largest class, so that every buffer is pooled memory taken from the thread's cache.
+// One 256 KiB buffer would be unpooled: mapped, faulted in and zeroed again for every piece.
+constexpr std::size_t region_chunk = 3 * SslEngine::application_buffer_size();
+static_assert(encrypted_size(region_chunk) <= BufferPool::max_class_size);
 
 constexpr std::byte close_notify_alert[] = {std::byte{1}, std::byte{0}};  // warning, close_notify
 
@@ -340,47 +346,62 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   }
   const std::size_t piece =
       static_cast<std::size_t>(std::min<std::uint64_t>(region.remaining(), region_piece));
-  ByteBuffer plain = BufferPool::for_this_thread().allocate(piece);
-  plain.limit(piece);
-  while (plain.has_remaining()) {
-    auto room = plain.writable_bytes();
-    const ssize_t n = ::pread(region.fd(), room.data(), room.size(),
-                              static_cast<off_t>(region.next_offset() + plain.position()));
-    if (n < 0 && errno == EINTR) {
-      continue;
+  // The whole piece is read before any of it is encrypted: a read that fails leaves the
+  // engine's record numbers untouched, and the connection usable.
+  std::vector<ByteBuffer> plain;
+  for (std::size_t read = 0; read < piece;) {
+    const std::size_t chunk = std::min(piece - read, region_chunk);
+    ByteBuffer& b = plain.emplace_back(BufferPool::for_this_thread().allocate(chunk));
+    b.limit(chunk);
+    while (b.has_remaining()) {
+      auto room = b.writable_bytes();
+      const ssize_t n = ::pread(region.fd(), room.data(), room.size(),
+                                static_cast<off_t>(region.next_offset() + read + b.position()));
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        const std::error_code ec = n < 0 ? std::error_code(errno, std::system_category())
+                                         : make_error_code(transport::Errc::file_region_truncated);
+        pending_.front().promise.try_failure(ec);
+        pending_.pop_front();
+        write_pending(ctx);
+        return;
+      }
+      b.position(b.position() + static_cast<std::size_t>(n));
     }
-    if (n <= 0) {
-      const std::error_code ec = n < 0 ? std::error_code(errno, std::system_category())
-                                       : make_error_code(transport::Errc::file_region_truncated);
-      pending_.front().promise.try_failure(ec);
+    read += chunk;
+    b.flip();
+  }
+  std::vector<ByteBuffer> outs;
+  outs.reserve(plain.size());
+  std::error_code ec;
+  for (ByteBuffer& b : plain) {
+    ByteBuffer& out =
+        outs.emplace_back(BufferPool::for_this_thread().allocate(encrypted_size(b.remaining())));
+    while (b.has_remaining()) {
+      SslEngineResult r = engine_.wrap(b, out, ec);
+      if (ec || r.bytes_consumed == 0) {
+        break;
+      }
+    }
+    if (ec || b.has_remaining()) {
+      pending_.front().promise.try_failure(ec ? ec
+                                              : make_error_code(transport::Errc::output_shutdown));
       pending_.pop_front();
-      write_pending(ctx);
+      if (ec) {
+        fail(ctx, ec);
+      }
       return;
     }
-    plain.position(plain.position() + static_cast<std::size_t>(n));
-  }
-  plain.flip();
-  ByteBuffer out = BufferPool::for_this_thread().allocate(encrypted_size(piece));
-  std::error_code ec;
-  while (plain.has_remaining()) {
-    SslEngineResult r = engine_.wrap(plain, out, ec);
-    if (ec || r.bytes_consumed == 0) {
-      break;
-    }
-  }
-  if (ec || plain.has_remaining()) {
-    pending_.front().promise.try_failure(ec ? ec
-                                            : make_error_code(transport::Errc::output_shutdown));
-    pending_.pop_front();
-    if (ec) {
-      fail(ctx, ec);
-    }
-    return;
   }
   region.add_transferred(piece);
   region_in_flight_ = true;
-  ChannelFuture written = ctx.write(out.flip());
-  track_write(written);
+  ChannelFuture written;
+  for (ByteBuffer& out : outs) {
+    written = ctx.write(out.flip());  // they complete in order: the last one stands for all
+    track_write(written);
+  }
   written.add_listener([weak = weak_from_this()](const std::error_code& ec) {
     auto self = weak.lock();
     if (!self) {
