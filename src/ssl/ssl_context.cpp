@@ -2,6 +2,7 @@
 #include "ssl_context_impl.hpp"
 #include "ssl_engine_impl.hpp"
 
+#include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_context.hpp>
 #include <niox/ssl/ssl_engine.hpp>
 
@@ -27,6 +28,7 @@ struct SslContextBuilder::Settings {
   bool allow_tls1_3 = true;
   std::chrono::seconds session_timeout{300};
   std::vector<std::pair<std::string, SslContext>> sni;
+  std::optional<bool> export_traffic_keys;  // default: kernel_tls_available()
 };
 
 namespace {
@@ -238,6 +240,10 @@ SslContextBuilder& SslContextBuilder::session_timeout(std::chrono::seconds timeo
   settings_->session_timeout = timeout;
   return *this;
 }
+SslContextBuilder& SslContextBuilder::export_traffic_keys(bool on) {
+  settings_->export_traffic_keys = on;
+  return *this;
+}
 SslContextBuilder& SslContextBuilder::sni(std::string host_name, SslContext context) {
   settings_->sni.emplace_back(std::move(host_name), std::move(context));
   return *this;
@@ -281,8 +287,11 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
   // An idle connection holds no record buffers (the design's memory-per-connection figure).
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   // The TLS 1.3 traffic secrets reach the engine here, for a kTLS hand-over
-  // (SslEngine::export_traffic_keys); nothing is written anywhere.
-  SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
+  // (SslEngine::export_traffic_keys); nothing is written anywhere. The engine counts records
+  // only where this is set.
+  if (s.export_traffic_keys.value_or(kernel_tls_available())) {
+    SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
+  }
 
   if (s.cert_chain && s.private_key) {
     if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||

@@ -83,8 +83,10 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   BIO_set_mem_eof_return(network_out_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
   SSL_set_app_data(ssl_, this);
-  SSL_set_msg_callback(ssl_, &Impl::on_message);
-  SSL_set_msg_callback_arg(ssl_, this);
+  if (records_traffic_keys()) {
+    SSL_set_msg_callback(ssl_, &Impl::on_message);
+    SSL_set_msg_callback_arg(ssl_, this);
+  }
   if (!client_) {
     SSL_set_accept_state(ssl_);
     return;
@@ -487,6 +489,10 @@ std::string_view SslEngine::Impl::traffic_keys_refusal(TrafficDirection directio
     return "TLS 1.2: only TLS 1.3 keys are exported, its records stay in user space";
   }
   if (!traffic_cipher()) return "the negotiated cipher has no kernel counterpart";
+  if (!records_traffic_keys()) {
+    return "this engine's context does not export traffic keys "
+           "(SslContextBuilder::export_traffic_keys)";
+  }
   if (!t.known) return "the traffic secret was not seen";
   if (t.key_updated) return "a key update changed the keys: the records stay in user space";
   if (outbound) {

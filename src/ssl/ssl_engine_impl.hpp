@@ -45,6 +45,10 @@ class SslEngine::Impl {
   static void on_message(int write_p, int version, int content_type, const void* buf,
                          std::size_t len, SSL* ssl, void* arg);
   std::string_view traffic_keys_refusal(TrafficDirection direction) const noexcept;
+  // Whether the context records the traffic secrets (SslContextBuilder::export_traffic_keys).
+  bool records_traffic_keys() const noexcept {
+    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(ssl_)) != nullptr;
+  }
   std::optional<TrafficKeys> export_traffic_keys(TrafficDirection direction) const;
 
   bool client_ = false;

@@ -7,6 +7,7 @@
 #include "ssl/ssl_test_pump.hpp"
 #include "support/test_certificates.hpp"
 
+#include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_context.hpp>
 #include <niox/ssl/ssl_engine.hpp>
 #include <niox/ssl/traffic_keys.hpp>
@@ -144,10 +145,13 @@ class TrafficKeysTest : public ::testing::Test {
 
   SslContextBuilder server_builder() const {
     return SslContextBuilder::for_server(Pem::memory(leaf.certificate),
-                                         Pem::memory(leaf.private_key));
+                                         Pem::memory(leaf.private_key))
+        .export_traffic_keys(true);  // also where this kernel has no kTLS
   }
   SslContextBuilder client_builder() const {
-    return SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem()));
+    return SslContextBuilder::for_client()
+        .trust_manager(Pem::memory(ca.certificate_pem()))
+        .export_traffic_keys(true);
   }
   static EnginePair pair(const SslContext& client, const SslContext& server) {
     return EnginePair{client.new_engine("localhost", 443), server.new_engine(), {}, {}, {}, {}};
@@ -243,6 +247,31 @@ TEST_F(TrafficKeysTest, WithoutTicketsTheServersSequenceStartsAtZero) {
   EXPECT_EQ(server_tx->sequence, 0u);
   expect_same(*server_tx, *client_rx);
   EXPECT_EQ(unwrap_one(p.client, seal(*server_tx, 0, "first")), "first");
+}
+
+// Export off: nothing is recorded, and the refusal names the setting. By default it is on
+// only where this kernel offers kTLS.
+TEST_F(TrafficKeysTest, AContextThatDoesNotExportSaysSoAndTheDefaultFollowsTheKernel) {
+  auto off_server = server_builder().export_traffic_keys(false).build();
+  auto off_client = client_builder().export_traffic_keys(false).build();
+  EnginePair off = pair(off_client, off_server);
+  ASSERT_TRUE(off.handshake().ok());
+  for (SslEngine* e : {&off.client, &off.server}) {
+    EXPECT_NE(e->traffic_keys_refusal(TrafficDirection::outbound).find("does not export"),
+              std::string_view::npos)
+        << e->traffic_keys_refusal(TrafficDirection::outbound);
+    EXPECT_FALSE(e->export_traffic_keys(TrafficDirection::inbound));
+  }
+  auto server =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .build();
+  auto client =
+      SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  EXPECT_EQ(p.server.export_traffic_keys(TrafficDirection::outbound).has_value(),
+            kernel_tls_available())
+      << p.server.traffic_keys_refusal(TrafficDirection::outbound);
 }
 
 TEST_F(TrafficKeysTest, BeforeTheHandshakeNothingIsExported) {
