@@ -54,7 +54,6 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
     }
     fd_ = std::move(fd);
     family_ = family;
-    set_addresses(socket.local_address(ec), std::nullopt);  // ec: unused from here on
     keep_alive_ = shared_from_this();
     o.apply_to_config(*this);
     notify_active();  // reads (accepts) when AUTO_READ

@@ -25,6 +25,36 @@ const AdaptiveRecvBufferAllocator& recv_allocator() {
 
 // ---- AbstractLoopSocketChannel ------------------------------------------------------------
 
+AbstractLoopSocketChannel::~AbstractLoopSocketChannel() { delete addresses_.load(); }
+
+const AbstractLoopSocketChannel::Addresses* AbstractLoopSocketChannel::addresses() const {
+  if (const Addresses* known = addresses_.load(std::memory_order_acquire)) {
+    return known;
+  }
+  if (!is_active()) {
+    return nullptr;  // not connected or bound yet, or closed before anyone asked
+  }
+  Socket socket(fd_.get());
+  std::error_code ignored;  // what the kernel no longer knows (a peer gone already) stays unknown
+  auto* fresh = new Addresses{socket.local_address(ignored), socket.remote_address(ignored)};
+  const Addresses* expected = nullptr;
+  if (!addresses_.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
+    delete fresh;  // another thread asked at the same time
+    return expected;
+  }
+  return fresh;
+}
+
+std::optional<SocketAddress> AbstractLoopSocketChannel::local_address() const {
+  const Addresses* a = addresses();
+  return a ? a->local : std::nullopt;
+}
+
+std::optional<SocketAddress> AbstractLoopSocketChannel::remote_address() const {
+  const Addresses* a = addresses();
+  return a ? a->remote : std::nullopt;
+}
+
 void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
   if (fd_.valid()) {
     if (in_event_loop()) {
@@ -157,9 +187,6 @@ void LoopSocketChannel::become_active() {
   }
   active_ = true;
   keep_alive_ = self();
-  std::error_code ignored;  // what the kernel no longer knows (a peer gone already) stays unknown
-  set_addresses(Socket(fd_.get()).local_address(ignored),
-                Socket(fd_.get()).remote_address(ignored));
   notify_active();
 }
 

@@ -283,6 +283,28 @@ TEST_P(ThreadingTest, SyncOffTheLoopWaitsForTheOutcome) {
   client.group.shutdown_gracefully();
 }
 
+// The addresses are asked of the kernel when first wanted and then kept: one asked for while
+// the channel was open is still there after the close, one first asked for after it is empty.
+TEST_P(ThreadingTest, AnAddressAskedForWhileOpenOutlivesTheClose) {
+  TestServer server(options(), 1);
+  SocketAddress addr = serve_echo(server);
+  BareClient client(options());
+  auto asked = client.bootstrap.connect(addr).sync().channel();
+  auto unasked = client.bootstrap.connect(addr).sync().channel();
+  ASSERT_TRUE(asked && unasked);
+  ASSERT_TRUE(asked->remote_address());
+  EXPECT_EQ(*asked->remote_address(), addr);
+  const auto local = asked->local_address();
+  ASSERT_TRUE(local);
+  asked->close().sync();
+  unasked->close().sync();
+  EXPECT_EQ(asked->remote_address(), addr);
+  EXPECT_EQ(asked->local_address(), local);
+  EXPECT_FALSE(unasked->remote_address());
+  EXPECT_FALSE(unasked->local_address());
+  client.group.shutdown_gracefully();
+}
+
 // The bound port through Channel::local_address(), no downcast needed.
 TEST_P(ThreadingTest, ServerChannelTellsItsBoundAddress) {
   EventLoopGroup group(TestServer::group_options(options(), 1));

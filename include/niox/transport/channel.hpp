@@ -145,10 +145,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool is_output_shutdown() const noexcept { return output_shutdown_ || output_shutdown_pending_; }
   bool is_input_shutdown() const noexcept { return input_shutdown_; }
 
-  // The addresses of a connected or bound socket channel (known once it is active or bound);
-  // empty for a channel without a socket.
-  const std::optional<SocketAddress>& local_address() const noexcept { return local_; }
-  const std::optional<SocketAddress>& remote_address() const noexcept { return remote_; }
+  // The addresses of a connected or bound socket channel, once it is active or bound; empty
+  // for a channel without a socket. The kernel is asked the first time (any thread) and the
+  // answer kept, so an address asked for while the channel was open is still there once it
+  // closed; one first asked for after the close is empty.
+  virtual std::optional<SocketAddress> local_address() const { return std::nullopt; }
+  virtual std::optional<SocketAddress> remote_address() const { return std::nullopt; }
 
   // Completes when the channel has closed (always successfully). Its state is made by the
   // first call (most channels are never asked), from any thread.
@@ -183,10 +185,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     Runnable task([self = shared_from_this(), g = std::forward<F>(f)]() mutable { g(); });
     return link_->execute(task);
-  }
-  void set_addresses(std::optional<SocketAddress> local, std::optional<SocketAddress> remote) {
-    local_ = std::move(local);
-    remote_ = std::move(remote);
   }
 
   // ---- The "unsafe" part a transport implements ---------------------------------------------
@@ -272,8 +270,6 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool active_fired_ = false;
   bool read_pending_ = false;
   bool input_shutdown_ = false;
-  std::optional<SocketAddress> local_;
-  std::optional<SocketAddress> remote_;
   // Declared last: handlers' handler_removed() may still use the channel while it is destroyed.
   ChannelPipeline pipeline_;
 };

@@ -74,6 +74,9 @@ namespace niox {
 class AbstractLoopSocketChannel : public Channel {
  public:
   EventLoop& event_loop() const noexcept { return *loop_; }
+  std::optional<SocketAddress> local_address() const override;
+  std::optional<SocketAddress> remote_address() const override;
+  ~AbstractLoopSocketChannel() override;
 
  protected:
   AbstractLoopSocketChannel(EventLoop& loop, FileDescriptor fd, int family)
@@ -92,7 +95,15 @@ class AbstractLoopSocketChannel : public Channel {
   std::shared_ptr<Channel> keep_alive_;  // set while active and open
 
  private:
+  struct Addresses {
+    std::optional<SocketAddress> local, remote;
+  };
+  // Asked of the kernel on the first call while active, then kept (a connection that nobody
+  // asks costs neither the two syscalls nor the bytes); null before.
+  const Addresses* addresses() const;
+
   std::atomic<bool> closed_without_loop_{false};
+  mutable std::atomic<const Addresses*> addresses_{nullptr};
 };
 
 class LoopSocketChannel final : public AbstractLoopSocketChannel {
