@@ -30,8 +30,7 @@ EpollBackend::EpollBackend(LoopCore& core, FileDescriptor epfd, unsigned batch)
 EpollBackend::~EpollBackend() = default;
 
 EpollBackend::Fd& EpollBackend::fd_entry(int fd) {
-  if (static_cast<std::size_t>(fd) >= fds_.size())
-    fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
   return fds_[fd];
 }
 

@@ -227,8 +227,7 @@ Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcep
 }
 
 LoopCore::FdState& LoopCore::fd_state(int fd) {
-  if (static_cast<std::size_t>(fd) >= fds_.size())
-    fds_.resize(std::max<std::size_t>(fd + 1, fds_.size() * 2));
+  if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
   FdState& fs = fds_[fd];
   if (!fs.classified) {
     struct stat st {};
