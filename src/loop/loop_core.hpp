@@ -16,6 +16,20 @@ namespace niox::detail {
 void enter_loop_thread() noexcept;
 void leave_loop_thread() noexcept;
 
+// What the last read of a descriptor found: less than it asked for (the socket is drained: wait
+// before the next), or all it asked for (more may be waiting).
+enum class LastRead : std::uint8_t { unknown, drained, filled };
+
+// A table indexed by descriptor, grown to hold `fd`. Grown in steps of 1,024 entries rather
+// than doubled: resize() constructs, so touches, every entry up to the new size, and a doubled
+// table made a server's resident set pay for up to twice the descriptors it has. The vector's
+// own spare capacity (it still grows geometrically, so the steps stay amortised) is never
+// touched and stays out of the resident set.
+template <class Table>
+void grow_fd_table(Table& table, int fd) {
+  table.resize((static_cast<std::size_t>(fd) | 1023u) + 1);
+}
+
 // Counters written by the loop thread only; relaxed atomics so other threads may read them.
 struct AtomicCounters {
   std::atomic<std::uint64_t> loop_turns{0}, kernel_entries{0}, ops_submitted{0}, ops_completed{0},

@@ -18,22 +18,8 @@
 
 namespace niox::detail {
 
-// A table indexed by descriptor, grown to hold `fd`. Grown in steps of 1,024 entries rather
-// than doubled: resize() constructs, so touches, every entry up to the new size, and a doubled
-// table made a server's resident set pay for up to twice the descriptors it has. The vector's
-// own spare capacity (it still grows geometrically, so the steps stay amortised) is never
-// touched and stays out of the resident set.
-template <class Table>
-void grow_fd_table(Table& table, int fd) {
-  table.resize((static_cast<std::size_t>(fd) | 1023u) + 1);
-}
-
 // Per-descriptor ordering lanes: one operation of a lane is in the backend at a time.
 enum class Lane : std::uint8_t { none, read, write, accept, count };
-
-// What the last read of a descriptor found: less than it asked for (the socket is drained: wait
-// before the next), or all it asked for (more may be waiting).
-enum class LastRead : std::uint8_t { unknown, drained, filled };
 
 // Where a backend keeps an operation it was handed (each backend uses what it needs).
 enum class BackendState : std::uint8_t { none, ready, parked, sqe, poll, backlog };

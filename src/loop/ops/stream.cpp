@@ -19,8 +19,9 @@ void poll_first_if_drained(LoopCore& core, Operation& op) {
   const LastRead* last = core.last_read(op);
   op.poll_first = op.fd_is_socket && last && *last == LastRead::drained;
 }
-// A read that got less than it could take drained the socket.
-void record_drained(LoopCore& core, const Operation& op, long res, std::size_t asked) {
+// A read that got less than it could take drained the socket; one that got all of it filled
+// its buffer.
+void record_last_read(LoopCore& core, const Operation& op, long res, std::size_t asked) {
   LastRead* last = core.last_read(op);
   if (last && res >= 0)
     *last = static_cast<std::size_t>(res) < asked ? LastRead::drained : LastRead::filled;
@@ -63,7 +64,7 @@ const OpFamily read_family{.lane = Lane::read,
                            .result =
                                [](LoopCore& core, Operation& op, long res, bool) {
                                  advance_by(core, op, res, true);
-                                 record_drained(core, op, res, op.length);
+                                 record_last_read(core, op, res, op.length);
                                  finish_with(core, op, res);
                                }};
 
@@ -130,7 +131,7 @@ const OpFamily receive_family{
           const std::size_t asked =
               op.bufs.empty() ? op.length : std::min(op.length, op.bufs[0].capacity());
           advance_by(core, op, res, true);
-          record_drained(core, op, res, asked);
+          record_last_read(core, op, res, asked);
           finish_with(core, op, res);
         }};
 
@@ -189,7 +190,7 @@ const OpFamily receive_multishot_family{
             ByteBuffer& b = op.bufs.back();
             b.position(static_cast<std::size_t>(res));
             AtomicCounters::add(core.stats().bytes_read, static_cast<std::uint64_t>(res));
-            if (!more) record_drained(core, op, res, std::min(op.length, b.capacity()));
+            if (!more) record_last_read(core, op, res, std::min(op.length, b.capacity()));
             core.push_completed(&op);
             if (!more) rearm(core, op);
             return;
