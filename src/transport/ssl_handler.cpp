@@ -1,3 +1,4 @@
+#include "channels/fd_io.hpp"
 #include "channels/kernel_tls.hpp"
 
 #include <niox/buffer/buffer_pool.hpp>
@@ -7,8 +8,10 @@
 #include <niox/transport/transport_error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,6 +37,7 @@ constexpr std::size_t region_piece = 256 * 1024;
 // One 256 KiB buffer would be unpooled: mapped, faulted in and zeroed again for every piece.
 constexpr std::size_t region_chunk = 3 * SslEngine::application_buffer_size();
 static_assert(encrypted_size(region_chunk) <= BufferPool::max_class_size);
+constexpr std::size_t region_chunks = (region_piece + region_chunk - 1) / region_chunk;
 
 constexpr std::byte close_notify_alert[] = {std::byte{1}, std::byte{0}};  // warning, close_notify
 
@@ -346,41 +350,39 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   }
   const std::size_t piece =
       static_cast<std::size_t>(std::min<std::uint64_t>(region.remaining(), region_piece));
-  // The whole piece is read before any of it is encrypted: a read that fails leaves the
-  // engine's record numbers untouched, and the connection usable.
-  std::vector<ByteBuffer> plain;
-  for (std::size_t read = 0; read < piece;) {
-    const std::size_t chunk = std::min(piece - read, region_chunk);
-    ByteBuffer& b = plain.emplace_back(BufferPool::for_this_thread().allocate(chunk));
-    b.limit(chunk);
-    while (b.has_remaining()) {
-      auto room = b.writable_bytes();
-      const ssize_t n = ::pread(region.fd(), room.data(), room.size(),
-                                static_cast<off_t>(region.next_offset() + read + b.position()));
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n <= 0) {
-        const std::error_code ec = n < 0 ? std::error_code(errno, std::system_category())
-                                         : make_error_code(transport::Errc::file_region_truncated);
-        pending_.front().promise.try_failure(ec);
-        pending_.pop_front();
-        write_pending(ctx);
-        return;
-      }
-      b.position(b.position() + static_cast<std::size_t>(n));
-    }
-    read += chunk;
-    b.flip();
+  // The whole piece is read, in one preadv while the file keeps up, before any of it is
+  // encrypted: a read that fails leaves the engine's record numbers untouched, and the
+  // connection usable.
+  std::array<ByteBuffer, region_chunks> plain;
+  std::size_t chunks = 0;
+  for (std::size_t at = 0; at < piece; at += region_chunk) {
+    const std::size_t n = std::min(piece - at, region_chunk);
+    plain[chunks] = BufferPool::for_this_thread().allocate(n);
+    plain[chunks++].limit(n);
   }
-  std::vector<ByteBuffer> outs;
-  outs.reserve(plain.size());
+  const std::span<ByteBuffer> chunk_span(plain.data(), chunks);
+  for (std::size_t read = 0; read < piece;) {
+    std::error_code ec;
+    const std::int64_t n = detail::scatter_read(
+        region.fd(), chunk_span, static_cast<off_t>(region.next_offset() + read), ec);
+    if (n <= 0) {
+      if (n < 0 || !ec) {
+        ec = make_error_code(transport::Errc::file_region_truncated);
+      }
+      pending_.front().promise.try_failure(ec);
+      pending_.pop_front();
+      write_pending(ctx);
+      return;
+    }
+    read += static_cast<std::size_t>(n);
+  }
+  std::array<ByteBuffer, region_chunks> outs;
   std::error_code ec;
-  for (ByteBuffer& b : plain) {
-    ByteBuffer& out =
-        outs.emplace_back(BufferPool::for_this_thread().allocate(encrypted_size(b.remaining())));
+  for (std::size_t i = 0; i < chunks; ++i) {
+    ByteBuffer& b = plain[i].flip();
+    outs[i] = BufferPool::for_this_thread().allocate(encrypted_size(b.remaining()));
     while (b.has_remaining()) {
-      SslEngineResult r = engine_.wrap(b, out, ec);
+      SslEngineResult r = engine_.wrap(b, outs[i], ec);
       if (ec || r.bytes_consumed == 0) {
         break;
       }
@@ -398,10 +400,10 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   region.add_transferred(piece);
   region_in_flight_ = true;
   ChannelFuture written;
-  for (ByteBuffer& out : outs) {
-    written = ctx.write(out.flip());  // they complete in order: the last one stands for all
-    track_write(written);
+  for (std::size_t i = 0; i < chunks; ++i) {
+    written = ctx.write(outs[i].flip());  // they complete in order: the last stands for all
   }
+  track_write(written);
   written.add_listener([weak = weak_from_this()](const std::error_code& ec) {
     auto self = weak.lock();
     if (!self) {
