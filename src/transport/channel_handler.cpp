@@ -6,6 +6,7 @@
 #include "transport/log.hpp"
 
 #include <atomic>
+#include <cstring>
 
 namespace niox {
 
@@ -75,12 +76,23 @@ namespace {
 std::atomic<std::uint64_t> next_context_serial{1};
 }  // namespace
 
-ChannelHandlerContext::ChannelHandlerContext(ChannelPipeline& pipeline, std::string name,
+ChannelHandlerContext::ChannelHandlerContext(ChannelPipeline& pipeline, const char* name,
                                              std::shared_ptr<ChannelHandler> handler)
     : pipeline_(&pipeline),
-      name_(std::move(name)),
+      name_(name),
       handler_(std::move(handler)),
       serial_(next_context_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
+ChannelHandlerContext* ChannelHandlerContext::create(ChannelPipeline& pipeline,
+                                                     std::string_view name,
+                                                     std::shared_ptr<ChannelHandler> handler) {
+  void* mem = ::operator new(sizeof(ChannelHandlerContext) + name.size() + 1);
+  char* chars = static_cast<char*>(mem) + sizeof(ChannelHandlerContext);
+  std::memcpy(chars, name.data(), name.size());
+  chars[name.size()] = '\0';
+  // Nothing below throws: the shared_ptr is moved in.
+  return ::new (mem) ChannelHandlerContext(pipeline, chars, std::move(handler));
+}
 
 template <class Op, class Gone>
 bool ChannelHandlerContext::on_loop(Op&& op, Gone&& gone) {

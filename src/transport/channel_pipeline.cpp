@@ -88,7 +88,7 @@ void ChannelPipeline::destroy() noexcept {
 
 ChannelHandlerContext* ChannelPipeline::find(std::string_view name) const noexcept {
   for (auto* c = head_->next_; c != tail_; c = c->next_) {
-    if (c->name_ == name) {
+    if (c->name() == name) {
       return c;
     }
   }
@@ -129,7 +129,7 @@ std::string ChannelPipeline::checked_name(std::string name) {
 ChannelHandlerContext* ChannelPipeline::link_after(ChannelHandlerContext* prev, std::string name,
                                                    std::shared_ptr<ChannelHandler> handler) {
   // Owned by the chain from here until unlink() hands it to removed_.
-  auto* ctx = new ChannelHandlerContext(*this, std::move(name), std::move(handler));
+  auto* ctx = ChannelHandlerContext::create(*this, name, std::move(handler));
   ctx->prev_ = prev;
   ctx->next_ = prev->next_;
   prev->next_->prev_ = ctx;
@@ -248,7 +248,7 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::replace(std::string_view old_na
     throw IllegalArgumentException("null handler");
   }
   auto& old = get_context_or_throw(old_name);
-  if (new_name != old.name_) {
+  if (new_name != old.name()) {
     new_name = checked_name(std::move(new_name));
   }
   // Like Netty: the new handler is linked in and added before the old one is removed, so no
@@ -281,7 +281,7 @@ ChannelHandlerContext* ChannelPipeline::context(const ChannelHandler& handler) c
 std::vector<std::string> ChannelPipeline::names() const {
   std::vector<std::string> out;
   for (auto* c = head_->next_; c != tail_; c = c->next_) {
-    out.push_back(c->name_);
+    out.emplace_back(c->name());
   }
   return out;
 }

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace niox {
 
@@ -77,7 +78,8 @@ class ChannelHandlerContext {
   ChannelHandlerContext(const ChannelHandlerContext&) = delete;
   ChannelHandlerContext& operator=(const ChannelHandlerContext&) = delete;
 
-  const std::string& name() const noexcept { return name_; }
+  // Valid as long as the context is (see above).
+  std::string_view name() const noexcept { return name_; }
   ChannelHandler& handler() const noexcept { return *handler_; }
   ChannelPipeline& pipeline() const noexcept { return *pipeline_; }
   Channel& channel() const noexcept;
@@ -107,10 +109,19 @@ class ChannelHandlerContext {
 
   ChannelPromise new_promise() const;
 
+  // A pipeline allocates a context and its name together, larger than the object: no sized
+  // delete for it.
+  static void operator delete(void* p) noexcept { ::operator delete(p); }
+
  private:
   friend class ChannelPipeline;
-  ChannelHandlerContext(ChannelPipeline& pipeline, std::string name,
+  // `name` must outlive the context: a literal (head, tail), or the characters that
+  // ChannelPipeline allocates with the context, right behind it (see create()).
+  ChannelHandlerContext(ChannelPipeline& pipeline, const char* name,
                         std::shared_ptr<ChannelHandler> handler);
+  // A context and its name in one allocation; `delete` frees both.
+  static ChannelHandlerContext* create(ChannelPipeline& pipeline, std::string_view name,
+                                       std::shared_ptr<ChannelHandler> handler);
 
   // From another thread: runs `op(ctx)` on the loop thread with this context, or `gone(channel)`
   // there if the context has left the pipeline by then. False when the loop is gone.
@@ -137,13 +148,15 @@ class ChannelHandlerContext {
   void invoke_shutdown_output(ChannelPromise promise);
   void pass_exception_on(std::exception_ptr cause);
 
+  // Every connection holds three of these (head, tail and its handler's), so they are kept
+  // small: the name is not a std::string, and the removed flag shares the serial's word.
   ChannelPipeline* pipeline_;
-  std::string name_;
+  const char* name_;
   std::shared_ptr<ChannelHandler> handler_;
   ChannelHandlerContext* prev_ = nullptr;
   ChannelHandlerContext* next_ = nullptr;
-  std::uint64_t serial_;  // tells this context from a later one at the same address
-  bool removed_ = false;
+  std::uint64_t serial_ : 63;  // tells this context from a later one at the same address
+  std::uint64_t removed_ : 1 = false;
 };
 
 }  // namespace niox
