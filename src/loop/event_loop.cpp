@@ -158,9 +158,6 @@ Operation* LoopCore::acquire() {
     auto owned = std::make_unique<Operation>();
     op = owned.get();
     op->index = static_cast<std::uint32_t>(ops_.size());
-    // One buffer's room: most operations move one, and every pending receive (one per idle
-    // connection) is one of these. More grow on first use and stay with the pooled operation.
-    op->bufs.reserve(1);
     ops_.push_back(std::move(owned));
   }
   ++live_ops_;
@@ -193,10 +190,10 @@ void LoopCore::recycle_side(OpSide* side) noexcept {
 
 void LoopCore::recycle(Operation* op) noexcept {
   op->fn.reset();
-  op->bufs.clear();
+  op->drop_bufs();
   if (op->side) recycle_side(op->side);
   op->side = nullptr;
-  op->iov = {&op->one_iov, 1};
+  op->iov_in_side = false;
   op->ec.clear();
   op->move_to(OpState::free);
   op->in_completed = op->connect_started = false;
@@ -244,7 +241,7 @@ void LoopCore::link(Operation* op) {
   if (fs.all) fs.all->fd_prev = op;
   fs.all = op;
   if (op->lane != Lane::none) {
-    int l = static_cast<int>(op->lane);
+    int l = lane_slot(op->lane);
     op->lane_next = nullptr;
     if (fs.lane_tail[l])
       fs.lane_tail[l]->lane_next = op;
@@ -264,7 +261,7 @@ void LoopCore::unlink(Operation* op) noexcept {
   if (op->fd_next) op->fd_next->fd_prev = op->fd_prev;
   op->fd_prev = op->fd_next = nullptr;
   if (op->lane == Lane::none) return;
-  int l = static_cast<int>(op->lane);
+  int l = lane_slot(op->lane);
   Operation* prev = nullptr;
   for (Operation* p = fs.lane_head[l]; p && p != op; p = p->lane_next) prev = p;
   bool was_head = prev == nullptr;
@@ -326,7 +323,8 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   }
   if (family.descriptors == 0) {
     op->deadline =
-        std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0));
+        (std::chrono::steady_clock::now() + std::max(a.delay, std::chrono::nanoseconds(0)))
+            .time_since_epoch();
     op->period = a.period;
     op->move_to(OpState::armed);
     arm_timer(op);
@@ -342,7 +340,7 @@ OperationHandle LoopCore::start(const OpArgs& a, CompletionFn fn) {
   // Only the descriptor it belongs to is classified and remembered: a transfer's file is
   // borrowed, closed without the loop, and its number may name a socket the next time.
   op->fd_is_socket = fds_[op->home_fd].is_socket;
-  int l = static_cast<int>(op->lane);
+  int l = lane_slot(op->lane);
   if (op->lane == Lane::none || fds_[op->home_fd].lane_head[l] == op) {
     op->move_to(OpState::queued);
     to_start_.push_back(op);
@@ -503,7 +501,8 @@ void LoopCore::arm_timer(Operation* op) {
     std::make_heap(timers_.begin(), timers_.end(), TimerLater{});
     stale_timers_ = 0;
   }
-  timers_.push_back({op->deadline, timer_seq_++, op, op->generation});
+  timers_.push_back(
+      {std::chrono::steady_clock::time_point(op->deadline), timer_seq_++, op, op->generation});
   std::push_heap(timers_.begin(), timers_.end(), TimerLater{});
 }
 

@@ -454,7 +454,7 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     op->no_ring = false;
     op->poll_first = true;
     if (LastRead* last = core_.last_read(*op)) *last = LastRead::drained;
-    op->bufs.clear();
+    op->drop_bufs();
     AtomicCounters::add(core_.stats().speculative_misses, 1);
     prep(*op);
     return;

@@ -94,13 +94,15 @@ class LoopCore {
 
  private:
   struct FdState {
-    Operation* lane_head[static_cast<int>(Lane::count)]{};
-    Operation* lane_tail[static_cast<int>(Lane::count)]{};
+    // One queue per lane but Lane::none, at lane - 1 (see lane_slot).
+    Operation* lane_head[static_cast<int>(Lane::count) - 1]{};
+    Operation* lane_tail[static_cast<int>(Lane::count) - 1]{};
     Operation* all = nullptr;
     bool classified = false;
     bool is_socket = false;
     LastRead last_read = LastRead::unknown;
   };
+  static int lane_slot(Lane lane) noexcept { return static_cast<int>(lane) - 1; }
   struct TimerEntry {
     std::chrono::steady_clock::time_point deadline;
     std::uint64_t seq;

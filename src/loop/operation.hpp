@@ -1,6 +1,7 @@
 // Private: the pooled operation object shared by the loop core and the backends.
 #pragma once
 
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/loop/event_loop.hpp>
 
 #include "channels/transfer_engine.hpp"
@@ -83,6 +84,7 @@ struct Operation {
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
   bool speculative = false;      // receive: a pooled buffer with MSG_DONTWAIT (see the backend)
   bool bound_stop = false;       // receive_multishot: the backend asked the kernel to stop it
+  bool iov_in_side = false;      // iov() is the side block's (many buffers), not one_iov
 
   int fd = -1;
   int fd_out = -1;
@@ -92,25 +94,37 @@ struct Operation {
   // Handed to the handler; a zero-copy write keeps here the result of its last send until the
   // kernel's notification says the pages are free.
   int value = 0;
-  int iovcnt = 0;
-  unsigned ticks = 0;  // periodic timer: firings not yet handed to the handler
-  std::int64_t offset = -1;
-  std::size_t length = 0;
+  // A timer moves no bytes and an I/O operation has no deadline: each pair below shares its
+  // room (the core sets a timer's after the I/O fields it sets for every operation).
+  union {
+    int iovcnt = 0;
+    unsigned ticks;  // periodic timer: firings not yet handed to the handler
+  };
+  union {
+    std::int64_t offset = -1;
+    // Timer: steady_clock's time since its epoch (a time_point is not trivial enough for a
+    // union).
+    std::chrono::steady_clock::duration deadline;
+  };
+  union {
+    std::size_t length = 0;
+    std::chrono::nanoseconds period;
+  };
   std::size_t done = 0;  // bytes moved so far
   std::error_code ec;
 
-  std::vector<ByteBuffer> bufs;  // capacity kept across reuse
-  // The iovecs of the next attempt: one_iov, or the side block's for many buffers.
-  std::span<iovec> iov{&one_iov, 1};
+  // The buffers it moves. Their room comes from the thread's object cache and goes back there
+  // when the operation is recycled: a pending receive, which waits for the kernel (or a ring
+  // buffer) with none, then holds no room of its own, and an idle connection holds one.
+  std::vector<ByteBuffer, CachedObjectAllocator<ByteBuffer>> bufs;
+  // Empties bufs and gives its room back: for an operation that goes on waiting without them.
+  void drop_bufs() noexcept { decltype(bufs)().swap(bufs); }
   iovec one_iov{};
   OpSide* side = nullptr;  // the families that need one (OpFamily::side)
   // receive_multishot: how many of its ring buffers are out (queued or held by the
   // application); each buffer's release counts down, on whatever thread. Kept across reuse
   // while nothing of an earlier operation still points at it.
   std::shared_ptr<std::atomic<unsigned>> ring_held;
-
-  std::chrono::steady_clock::time_point deadline{};
-  std::chrono::nanoseconds period{};
 
   CompletionFn fn;
 
@@ -121,6 +135,8 @@ struct Operation {
   Operation* blink_next = nullptr;
   OpList* blist = nullptr;
 
+  // The iovecs of the next attempt, iovcnt of them.
+  iovec* iov() noexcept { return iov_in_side ? side->iov.data() : &one_iov; }
   std::uint64_t user_data(unsigned tag) const noexcept {
     return (std::uint64_t{generation} << 32) | (std::uint64_t{index} << 2) | tag;
   }

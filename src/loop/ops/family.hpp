@@ -108,13 +108,13 @@ inline void finish_with(LoopCore& core, Operation& op, long res, bool = false) n
 inline bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
   std::size_t want = std::min(op.bufs.size(), max_iovecs_per_call);
   if (want <= 1) {
-    op.iov = {&op.one_iov, 1};
+    op.iov_in_side = false;
   } else {
     std::vector<iovec>& room = op.side->iov;  // many buffers: the family has its side block
     if (room.size() < want) room.resize(want);
-    op.iov = room;
+    op.iov_in_side = true;
   }
-  std::span<iovec> out = op.iov.first(want);
+  std::span<iovec> out(op.iov(), want);
   op.iovcnt =
       static_cast<int>(reading ? scatter_iovecs(op.bufs, out) : gather_iovecs(op.bufs, out));
   if (!reading && op.iovcnt > 1) {
@@ -123,7 +123,7 @@ inline bool prepare_iovecs(LoopCore& core, Operation& op, bool reading) {
   }
   if (op.side) {
     op.side->msg = msghdr{};
-    op.side->msg.msg_iov = op.iov.data();
+    op.side->msg.msg_iov = op.iov();
     op.side->msg.msg_iovlen = static_cast<std::size_t>(op.iovcnt);
   }
   return op.iovcnt > 0;

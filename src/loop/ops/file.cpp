@@ -19,13 +19,13 @@ constexpr OpFamily at_offset() {
           [](io_uring_sqe& sqe, Operation& op) {
             auto offset = static_cast<std::uint64_t>(op.offset);
             if (Reading)
-              io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
+              io_uring_prep_readv(&sqe, op.fd, op.iov(), op.iovcnt, offset);
             else
-              io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, offset);
+              io_uring_prep_writev(&sqe, op.fd, op.iov(), op.iovcnt, offset);
           },
       .attempt = [](Operation& op) -> long {
-        return Reading ? ::preadv(op.fd, op.iov.data(), op.iovcnt, op.offset)
-                       : ::pwritev(op.fd, op.iov.data(), op.iovcnt, op.offset);
+        return Reading ? ::preadv(op.fd, op.iov(), op.iovcnt, op.offset)
+                       : ::pwritev(op.fd, op.iov(), op.iovcnt, op.offset);
       },
       .result =
           [](LoopCore& core, Operation& op, long res, bool) {

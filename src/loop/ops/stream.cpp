@@ -35,7 +35,8 @@ const OpFamily read_family{.lane = Lane::read,
                                [](LoopCore& core, Operation& op) {
                                  if (!prepare_iovecs(core, op, true)) return false;
                                  op.length = 0;
-                                 for (int i = 0; i < op.iovcnt; ++i) op.length += op.iov[i].iov_len;
+                                 for (int i = 0; i < op.iovcnt; ++i)
+                                   op.length += op.iov()[i].iov_len;
                                  poll_first_if_drained(core, op);
                                  return true;
                                },
@@ -43,7 +44,7 @@ const OpFamily read_family{.lane = Lane::read,
                            .edge = edge_in,
                            .sqe =
                                [](io_uring_sqe& sqe, Operation& op) {
-                                 const iovec& v = op.iov[0];
+                                 const iovec& v = op.iov()[0];
                                  if (op.fd_is_socket && op.iovcnt == 1) {
                                    io_uring_prep_recv(&sqe, op.fd, v.iov_base, v.iov_len, 0);
                                    if (op.poll_first) sqe.ioprio |= IORING_RECVSEND_POLL_FIRST;
@@ -51,13 +52,12 @@ const OpFamily read_family{.lane = Lane::read,
                                    io_uring_prep_read(&sqe, op.fd, v.iov_base,
                                                       static_cast<unsigned>(v.iov_len), no_offset);
                                  } else {
-                                   io_uring_prep_readv(&sqe, op.fd, op.iov.data(), op.iovcnt,
-                                                       no_offset);
+                                   io_uring_prep_readv(&sqe, op.fd, op.iov(), op.iovcnt, no_offset);
                                  }
                                },
                            .attempt = [](Operation& op) -> long {
-                             const iovec& v = op.iov[0];
-                             if (op.iovcnt > 1) return ::readv(op.fd, op.iov.data(), op.iovcnt);
+                             const iovec& v = op.iov()[0];
+                             if (op.iovcnt > 1) return ::readv(op.fd, op.iov(), op.iovcnt);
                              return op.fd_is_socket ? ::recv(op.fd, v.iov_base, v.iov_len, 0)
                                                     : ::read(op.fd, v.iov_base, v.iov_len);
                            },
@@ -119,14 +119,14 @@ const OpFamily receive_family{
           op.fd_is_socket ? ::recv(op.fd, at, b.remaining(), 0) : ::read(op.fd, at, b.remaining());
       if (r <= 0) {
         const int saved = errno;
-        op.bufs.clear();  // nothing arrived: the block goes back to the pool
+        op.drop_bufs();  // nothing arrived: the block goes back to the pool, and the room too
         errno = saved;
       }
       return r;
     },
     .result =
         [](LoopCore& core, Operation& op, long res, bool) {
-          if (res <= 0) op.bufs.clear();  // end of stream, error or abort: no bytes to hand over
+          if (res <= 0) op.drop_bufs();  // end of stream, error or abort: no bytes to hand over
           // What the attempt could take: max_bytes, or less when a ring buffer was smaller.
           const std::size_t asked =
               op.bufs.empty() ? op.length : std::min(op.length, op.bufs[0].capacity());
@@ -217,7 +217,7 @@ const OpFamily receive_multishot_family{
             core.hand(op, c);
             if (c.stop) core.abort(&op);
           }
-          op.bufs.clear();
+          op.drop_bufs();  // it stays armed, maybe idle for long
           return n;
         }};
 
@@ -229,7 +229,7 @@ const OpFamily write_family{
     .edge = edge_out,
     .sqe =
         [](io_uring_sqe& sqe, Operation& op) {
-          const iovec& v = op.iov[0];
+          const iovec& v = op.iov()[0];
           const int send_flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
           if (op.zero_copy && op.fd_is_socket && op.iovcnt == 1)
             io_uring_prep_send_zc(&sqe, op.fd, v.iov_base, v.iov_len, send_flags, 0);
@@ -243,15 +243,15 @@ const OpFamily write_family{
             io_uring_prep_write(&sqe, op.fd, v.iov_base, static_cast<unsigned>(v.iov_len),
                                 no_offset);
           else
-            io_uring_prep_writev(&sqe, op.fd, op.iov.data(), op.iovcnt, no_offset);
+            io_uring_prep_writev(&sqe, op.fd, op.iov(), op.iovcnt, no_offset);
         },
     .attempt = [](Operation& op) -> long {
       const int flags = MSG_NOSIGNAL | (op.more ? MSG_MORE : 0);
-      const iovec& v = op.iov[0];
+      const iovec& v = op.iov()[0];
       if (op.fd_is_socket && op.iovcnt > 1) return ::sendmsg(op.fd, &op.side->msg, flags);
       if (op.fd_is_socket) return ::send(op.fd, v.iov_base, v.iov_len, flags);
       return op.iovcnt == 1 ? ::write(op.fd, v.iov_base, v.iov_len)
-                            : ::writev(op.fd, op.iov.data(), op.iovcnt);
+                            : ::writev(op.fd, op.iov(), op.iovcnt);
     },
     .result =
         [](LoopCore& core, Operation& op, long res, bool) {

@@ -14,7 +14,7 @@ const OpFamily timer_family{
           }
           ++op.ticks;
           core.push_completed(&op);
-          auto now = std::chrono::steady_clock::now();
+          auto now = std::chrono::steady_clock::now().time_since_epoch();
           do op.deadline += op.period;
           while (op.deadline <= now);
           core.arm_timer(&op);
