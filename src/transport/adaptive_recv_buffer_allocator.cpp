@@ -68,8 +68,8 @@ AdaptiveRecvBufferAllocator::AdaptiveRecvBufferAllocator(std::size_t minimum, st
 AdaptiveRecvBufferAllocator::Handle AdaptiveRecvBufferAllocator::new_handle() const {
   Handle h;
   h.owner_ = this;
-  h.index_ = initial_index_;
-  h.next_size_ = size_table[initial_index_];
+  h.index_ = static_cast<std::uint16_t>(initial_index_);
+  h.next_size_ = static_cast<std::uint32_t>(size_table[initial_index_]);
   return h;
 }
 
@@ -113,15 +113,15 @@ void AdaptiveRecvBufferAllocator::Handle::record(std::size_t actual) noexcept {
   std::size_t lower = index_ >= index_decrement ? index_ - index_decrement : 0;
   if (actual <= size_table[lower]) {
     if (decrease_now_) {
-      index_ = std::max(lower, owner_->min_index_);
-      next_size_ = size_table[index_];
+      index_ = static_cast<std::uint16_t>(std::max(lower, owner_->min_index_));
+      next_size_ = static_cast<std::uint32_t>(size_table[index_]);
       decrease_now_ = false;
     } else {
       decrease_now_ = true;
     }
   } else if (actual >= next_size_) {
-    index_ = std::min(index_ + index_increment, owner_->max_index_);
-    next_size_ = size_table[index_];
+    index_ = static_cast<std::uint16_t>(std::min(index_ + index_increment, owner_->max_index_));
+    next_size_ = static_cast<std::uint32_t>(size_table[index_]);
     decrease_now_ = false;
   }
 }

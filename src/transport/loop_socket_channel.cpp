@@ -242,18 +242,27 @@ void LoopSocketChannel::start_multishot() {
 // What arrived while reading was paused goes first, in order, as long as reading is wanted;
 // then the end of the stream if it came behind those bytes; then the receive is armed again.
 void LoopSocketChannel::resume_multishot() {
-  while (!parked_.empty() && should_keep_reading() && fd_.valid()) {
-    ByteBuffer b = std::move(parked_.front());
-    parked_.erase(parked_.begin());
-    if (!deliver_one(std::move(b), parked_.empty())) return;
+  while (has_parked() && should_keep_reading() && fd_.valid()) {
+    auto& bufs = parked_->bufs;
+    ByteBuffer b = std::move(bufs.front());
+    bufs.erase(bufs.begin());
+    if (!deliver_one(std::move(b), bufs.empty())) return;
   }
-  if (!parked_.empty() || !fd_.valid() || !should_keep_reading()) return;
-  if (parked_end_) {
-    parked_end_ = false;
-    deliver_end(parked_end_ec_);
-    return;
+  if (has_parked() || !fd_.valid() || !should_keep_reading()) return;
+  if (parked_) {
+    // Drained: the block goes, and with it the end that waited behind the bytes, if any.
+    auto held = std::move(parked_);
+    if (held->end) {
+      deliver_end(held->end_ec);
+      return;
+    }
   }
   if (!reading_ && !is_input_shutdown()) start_multishot();
+}
+
+LoopSocketChannel::Parked& LoopSocketChannel::parked() {
+  if (!parked_) parked_ = std::make_unique<Parked>();
+  return *parked_;
 }
 
 // One arrival: channel_read, and channel_read_complete when it is the last the loop hands over
@@ -295,17 +304,17 @@ bool LoopSocketChannel::on_multishot(std::error_code ec, std::size_t n, ByteBuff
       if (!in_read_handler_) resume_multishot();  // reading may be wanted again already
       return false;
     }
-    if (!parked_.empty() || !should_keep_reading()) {
-      parked_end_ = true;  // after the held bytes, once reading resumes
-      parked_end_ec_ = ec;
+    if (has_parked() || !should_keep_reading()) {
+      parked().end = true;  // after the held bytes, once reading resumes
+      parked_->end_ec = ec;
       return false;
     }
     deliver_end(ec);
     return false;
   }
-  if (multishot_stopping_ || !parked_.empty() || !should_keep_reading()) {
+  if (multishot_stopping_ || has_parked() || !should_keep_reading()) {
     // Reading paused: the kernel may still have handed over bytes before it saw the cancel.
-    parked_.push_back(std::move(buf));
+    parked().bufs.push_back(std::move(buf));
     multishot_stopping_ = true;
     return false;
   }
@@ -445,7 +454,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     }
     writing_ = true;
     set_write_pending(true);
-    write_attempted_ = g.bytes;
+    write_attempted_ = static_cast<std::uint32_t>(g.bytes);  // g.bytes <= max_bytes_per_call
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
     more_held_ = g.file_region_next && detail::is_ip_family(family_);
@@ -546,8 +555,7 @@ void LoopSocketChannel::do_close() noexcept {
   if (abort_on_close_) {
     detail::set_socket_option(fd_.get(), StandardSocketOptions::so_linger, 0);  // {1, 0}: RST
   }
-  parked_.clear();  // closed: nobody reads them any more
-  parked_end_ = false;
+  parked_.reset();  // closed: nobody reads them any more
   if (connecting_) {
     connecting_->timer.cancel();
     connecting_->promise.try_failure(transport::Errc::channel_closed);  // its listeners run later

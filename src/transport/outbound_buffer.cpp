@@ -227,7 +227,7 @@ void OutboundBuffer::fail_all(std::error_code cause) {
   if (!cause) {
     cause = std::make_error_code(std::errc::io_error);
   }
-  flushed_ = entries_.size();
+  flushed_ = static_cast<std::uint32_t>(entries_.size());
   auto listener = std::move(listener_);
   listener_ = nullptr;  // closing: no writability events (Netty's notifyWritability=false)
   try {

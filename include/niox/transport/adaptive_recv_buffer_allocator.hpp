@@ -29,6 +29,7 @@
 #include <niox/buffer/byte_buffer.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <sys/types.h>
 
@@ -75,12 +76,13 @@ class AdaptiveRecvBufferAllocator {
     friend class AdaptiveRecvBufferAllocator;
     void record(std::size_t actual) noexcept;
 
+    // Every connection has one: the size table's index and size fit in 32 bits (at most 1 GiB).
     const AdaptiveRecvBufferAllocator* owner_ = nullptr;
-    std::size_t index_ = 0;
-    std::size_t next_size_ = 0;
+    std::uint16_t index_ = 0;
     bool decrease_now_ = false;
-    int max_messages_ = 16;
     bool auto_read_ = true;
+    std::uint32_t next_size_ = 0;
+    int max_messages_ = 16;
     int messages_ = 0;
     std::size_t total_ = 0;
     std::size_t attempted_ = 0;

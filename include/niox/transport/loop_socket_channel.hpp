@@ -61,6 +61,7 @@
 #include <niox/transport/channel_option.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -175,20 +176,29 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   void push_held() noexcept;
   void on_connected(std::error_code ec);
 
+  // receive_multishot: what arrived after reading paused, fired first on resume. Allocated
+  // only while something is parked: an idle connection has nothing here.
+  struct Parked {
+    std::vector<ByteBuffer> bufs;
+    bool end = false;  // the stream's end came behind the parked bytes
+    std::error_code end_ec;
+  };
+  bool has_parked() const noexcept { return parked_ && !parked_->bufs.empty(); }
+  Parked& parked();
+
   bool active_ = false;
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
   bool multishot_ = false;           // reads with receive_multishot (fixed per loop)
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
-  bool parked_end_ = false;          // the stream's end came behind the parked bytes
-  std::error_code parked_end_ec_;
-  std::vector<ByteBuffer> parked_;  // arrived after reading paused; fired first on resume
-  bool writing_ = false;            // a write or transfer is in the kernel
+  bool writing_ = false;             // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connect_timed_out_ = false;
-  std::size_t write_attempted_ = 0;
+  // What the write in the kernel asked to move: at most max_bytes_per_call, under 2^31.
+  std::uint32_t write_attempted_ = 0;
+  std::unique_ptr<Parked> parked_;
   AdaptiveRecvBufferAllocator::Handle recv_;
   // Only while a connect is pending: an accepted channel never has one.
   struct Connecting {

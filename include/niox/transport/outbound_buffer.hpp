@@ -40,6 +40,7 @@
 #include <niox/transport/message.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -94,7 +95,7 @@ class OutboundBuffer {
   // dropping msg, when its bytes would take total_pending_bytes() above the hard limit.
   bool add_message(Message msg, ChannelPromise promise);
   // Marks every queued entry flushed.
-  void add_flush() noexcept { flushed_ = entries_.size(); }
+  void add_flush() noexcept { flushed_ = static_cast<std::uint32_t>(entries_.size()); }
 
   // ---- Draining -----------------------------------------------------------------------------
   // ONE gathering write over the flushed prefix: at most `max_iovecs` iovecs (clamped to
@@ -178,9 +179,10 @@ class OutboundBuffer {
     void pop_front() noexcept;
 
    private:
+    // 32-bit counts: every connection has a queue, and 2^32 entries cannot fit in memory.
     std::vector<Entry, detail::CachedObjectAllocator<Entry>> slots_;
-    std::size_t head_ = 0;
-    std::size_t size_ = 0;
+    std::uint32_t head_ = 0;
+    std::uint32_t size_ = 0;
   };
 
   // What only coalescing and a failure while in flight need: made then from the thread's block
@@ -198,10 +200,10 @@ class OutboundBuffer {
   Rare& rare();
 
   EntryQueue entries_;
-  std::size_t flushed_ = 0;
-  std::size_t pending_bytes_ = 0;
+  std::uint32_t flushed_ = 0;  // at most entries_.size()
   bool writable_ = true;
   bool in_flight_ = false;  // a gather was handed out and not yet reported
+  std::size_t pending_bytes_ = 0;
   WriteBufferWaterMark mark_;
   std::size_t hard_limit_ = default_hard_limit;
   std::size_t max_bytes_ = max_bytes_per_call;
