@@ -26,7 +26,9 @@ constexpr std::size_t max_ciphertext = max_plaintext + 2048;
 constexpr std::size_t max_record_overhead = SslEngine::packet_buffer_size() - max_plaintext;
 
 constexpr std::uint8_t change_cipher_spec = 20;
+constexpr std::uint8_t alert_record = 21;
 constexpr std::uint8_t handshake_record = 22;
+constexpr std::uint8_t application_data_record = 23;
 constexpr std::uint8_t heartbeat_record = 24;
 
 void throw_if(const std::error_code& ec, const char* what) {
@@ -83,10 +85,8 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   BIO_set_mem_eof_return(network_out_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
   SSL_set_app_data(ssl_, this);
-  if (records_traffic_keys()) {
-    SSL_set_msg_callback(ssl_, &Impl::on_message);
-    SSL_set_msg_callback_arg(ssl_, this);
-  }
+  SSL_set_msg_callback(ssl_, &Impl::on_message);
+  SSL_set_msg_callback_arg(ssl_, this);
   if (!client_) {
     SSL_set_accept_state(ssl_);
     return;
@@ -150,6 +150,7 @@ std::size_t SslEngine::Impl::drain_output(ByteBuffer& dst) noexcept {
 
 void SslEngine::Impl::fail(std::error_code& ec, std::error_code cause) noexcept {
   failed_ = true;
+  close_after_handshake_ = false;
   ec = cause;
   ERR_clear_error();
 }
@@ -162,10 +163,27 @@ void SslEngine::Impl::drive_handshake(std::error_code& ec) {
   const int r = SSL_do_handshake(ssl_);
   if (r == 1) {
     handshake_done_ = true;
+    if (!records_traffic_keys()) {
+      // Only a close mid-handshake asked about our records: the rest go without the calls.
+      SSL_set_msg_callback(ssl_, nullptr);
+    }
+    if (close_after_handshake_) {
+      close_after_handshake_ = false;
+      SSL_shutdown(ssl_);
+      ERR_clear_error();
+    }
     return;
   }
   const int err = SSL_get_error(ssl_, r);
   if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+    return;
+  }
+  if (err == SSL_ERROR_ZERO_RETURN) {
+    // The peer's close_notify (after its user_canceled, see close_outbound): it gave up on the
+    // handshake, which is neither a protocol error nor a truncation.
+    close_notify_received_ = true;
+    inbound_done_ = true;
+    fail(ec, make_error_code(SslErrc::handshake_canceled));
     return;
   }
   fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
@@ -174,6 +192,9 @@ void SslEngine::Impl::drive_handshake(std::error_code& ec) {
 HandshakeStatus SslEngine::Impl::handshake_status() const noexcept {
   if (pending_output() > 0) {
     return HandshakeStatus::need_wrap;
+  }
+  if (close_after_handshake_) {
+    return HandshakeStatus::need_unwrap;  // the peer's last flight, then our close_notify
   }
   if (failed_ || outbound_closed_ || inbound_done_ || handshake_done_) {
     return HandshakeStatus::not_handshaking;
@@ -368,16 +389,41 @@ void SslEngine::Impl::close_outbound() noexcept {
     return;
   }
   outbound_closed_ = true;
-  // SSL_shutdown cannot run mid-handshake; an unfinished handshake just stops.
   if (handshake_done_) {
     ERR_clear_error();
     SSL_shutdown(ssl_);
     ERR_clear_error();
+    return;
   }
+  if (!started_ && !exchanged_) {
+    return;  // no handshake began: there is nothing to cancel
+  }
+  // SSL_shutdown refuses to run mid-handshake, and OpenSSL has no other call that sends an
+  // alert, so a peer would read only the end of the stream, which it cannot tell from a cut
+  // connection.
+  if (sent_protected_) {
+    // Only OpenSSL holds the keys an alert needs now, and it uses them once the handshake is
+    // done: that takes the peer's last flight, one it sends without waiting for us.
+    close_after_handshake_ = true;
+    return;
+  }
+  // Nothing of ours is encrypted yet, so the alerts are plaintext records, as OpenSSL's own
+  // would be at this point. user_canceled goes first: a peer may take close_notify alone
+  // mid-handshake for a protocol error (RFC 8446 6.1; Java's engine does).
+  queue_plaintext_alert(SSL_AD_USER_CANCELLED);
+  queue_plaintext_alert(SSL_AD_CLOSE_NOTIFY);
+  // The handshake is abandoned: going on with it would send its messages after the alerts.
+  inbound_done_ = true;
+}
+
+void SslEngine::Impl::queue_plaintext_alert(std::uint8_t description) noexcept {
+  // TLS 1.3 and 1.2 records alike carry 0x0303 (RFC 8446 5.1), and niox offers no older one.
+  const std::uint8_t record[] = {alert_record, 3, 3, 0, 2, SSL3_AL_WARNING, description};
+  BIO_write(network_out_, record, sizeof record);
 }
 
 bool SslEngine::Impl::is_outbound_done() const noexcept {
-  return (outbound_closed_ || failed_) && pending_output() == 0;
+  return (outbound_closed_ || failed_) && !close_after_handshake_ && pending_output() == 0;
 }
 
 void SslEngine::Impl::close_inbound(std::error_code& ec) noexcept {
@@ -467,9 +513,18 @@ void SslEngine::Impl::on_keylog(const SSL* ssl, const char* line) {
 }
 
 void SslEngine::Impl::on_message(int write_p, int, int content_type, const void* buf,
-                                 std::size_t len, SSL*, void* arg) {
+                                 std::size_t len, SSL* ssl, void* arg) {
   auto* self = static_cast<Impl*>(arg);
   Traffic& t = write_p != 0 ? self->outbound_ : self->inbound_;
+  if (content_type == SSL3_RT_HEADER && write_p != 0 && len > 0) {
+    // TLS 1.3 hides every encrypted record behind application_data; TLS 1.2 encrypts from
+    // its ChangeCipherSpec on (TLS 1.3 sends one too, for middleboxes, and keeps plaintext).
+    const auto type = static_cast<const std::uint8_t*>(buf)[0];
+    if (type == application_data_record ||
+        (type == change_cipher_spec && SSL_version(ssl) < TLS1_3_VERSION)) {
+      self->sent_protected_ = true;
+    }
+  }
   if (content_type == SSL3_RT_HEADER) {
     // Called once per record, after its header was written (encrypted) or read (before it is
     // decrypted, so the record that carries a key change still counts under the old keys).

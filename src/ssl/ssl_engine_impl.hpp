@@ -40,7 +40,8 @@ class SslEngine::Impl {
 
   // kTLS: OpenSSL's keylog callback (every context sets it) hands over the TLS 1.3
   // application traffic secrets, and the message callback counts the records made or read
-  // under them and sees key updates.
+  // under them and sees key updates. The message callback also sees whether a record of ours
+  // left encrypted (what close_outbound mid-handshake needs to know).
   static void on_keylog(const SSL* ssl, const char* line);
   static void on_message(int write_p, int version, int content_type, const void* buf,
                          std::size_t len, SSL* ssl, void* arg);
@@ -71,6 +72,7 @@ class SslEngine::Impl {
   std::size_t pending_output() const noexcept;
   std::size_t drain_output(ByteBuffer& dst) noexcept;
   void drive_handshake(std::error_code& ec);
+  void queue_plaintext_alert(std::uint8_t description) noexcept;
   void fail(std::error_code& ec, std::error_code cause) noexcept;
   SslEngineResult result(SslEngineStatus status, std::size_t consumed,
                          std::size_t produced) noexcept;
@@ -88,6 +90,10 @@ class SslEngine::Impl {
   bool outbound_closed_ = false;
   bool inbound_done_ = false;
   bool close_notify_received_ = false;
+  // A record of ours left encrypted: an alert mid-handshake would need the keys only OpenSSL
+  // holds, and uses for alerts once the handshake is done.
+  bool sent_protected_ = false;
+  bool close_after_handshake_ = false;  // close_outbound waits for the handshake to end
   Traffic outbound_;
   Traffic inbound_;
 };

@@ -43,6 +43,8 @@ class SslCategory final : public std::error_category {
       case SslErrc::alert_received: return "the peer sent a TLS alert";
       case SslErrc::kernel_tls_unsupported:
         return "a TLS message the kernel's records cannot follow (key update)";
+      case SslErrc::handshake_canceled:
+        return "TLS handshake canceled: the connection was closed before it finished";
     }
     return "unknown niox.ssl error";
   }

@@ -185,8 +185,10 @@ void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
     ctx.fire_channel_read(std::move(msg));
     return;
   }
-  if (failed_) {
-    return;  // after an alert nothing the peer says matters
+  if (failed_ || (canceled_ && engine_.is_inbound_done())) {
+    // After an alert nothing the peer says matters; after our close abandoned the handshake
+    // it is read only so that closing with it unread does not reset the connection.
+    return;
   }
   if (cumulation_.has_remaining()) {
     ByteBuffer joined =
@@ -212,7 +214,8 @@ void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
 void SslHandler::unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src) {
   ByteBuffer app;
   auto deliver = [&] {
-    if (app.position() > 0) {
+    // Not after a canceled handshake: the handlers after us saw it fail.
+    if (app.position() > 0 && !canceled_) {
       ctx.fire_channel_read(app.flip());
     }
     app = ByteBuffer();
@@ -235,8 +238,10 @@ void SslHandler::unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src) {
     if (r.status == SslEngineStatus::closed) {
       // The peer's close_notify: the connection ends here, ours answering it.
       deliver();
-      inbound_reported_ = true;
-      ctx.fire_user_event_triggered(SslCloseCompletionEvent{});
+      if (!inbound_reported_) {
+        inbound_reported_ = true;
+        ctx.fire_user_event_triggered(SslCloseCompletionEvent{});
+      }
       answer_close_notify(ctx);
       return;
     }
@@ -592,8 +597,12 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
     close_promises_.push_back(std::move(promise));
     return;
   }
-  if (failed_ || !handshake_complete_ || !ctx.channel().is_active()) {
+  if (failed_ || !handshake_started_ || !ctx.channel().is_active()) {
     ctx.close(std::move(promise));
+    return;
+  }
+  if (!handshake_complete_) {
+    cancel_handshake(ctx, std::move(promise));
     return;
   }
   closing_ = true;
@@ -619,6 +628,29 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
     c.flush();
     wait_for_peer(c);
   });
+}
+
+// A bare FIN mid-handshake would read to the peer as a cut connection: the engine tells it we
+// gave up (SslEngine::close_outbound), and then, as after the handshake, the connection stays
+// open a bounded while for the peer to end it. Closing with its bytes unread would reset the
+// connection, and the alerts could go with it.
+void SslHandler::cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise) {
+  closing_ = true;
+  canceled_ = true;
+  inbound_reported_ = true;  // the end of input that follows is no truncation
+  close_promises_.push_back(std::move(promise));
+  engine_.close_outbound();
+  wrap_engine_output(ctx);
+  ctx.flush();
+  close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
+    if (ctx_ != nullptr) {
+      finish_close(*ctx_);
+    }
+  });
+  // Last: the handlers that hear of it may close or write again.
+  const std::error_code cause = make_error_code(SslErrc::handshake_canceled);
+  fail_pending(cause);
+  handshake_done(ctx, cause);
 }
 
 void SslHandler::shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) {
@@ -709,6 +741,10 @@ void SslHandler::user_event_triggered(ChannelHandlerContext& ctx, std::any event
     if (!truncated) truncated = make_error_code(SslErrc::truncated);
     ctx.fire_user_event_triggered(SslCloseCompletionEvent{truncated});
     fail(ctx, truncated);
+    return;
+  }
+  if (canceled_ && std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
+    finish_close(ctx);  // the peer ended the connection whose handshake we gave up
     return;
   }
   ctx.fire_user_event_triggered(std::move(event));

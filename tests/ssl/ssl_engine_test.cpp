@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 
@@ -493,6 +494,107 @@ TEST_F(SslEngineTest, CloseNotifyBothWays) {
   EXPECT_EQ(r.status, SslEngineStatus::closed);
   EXPECT_TRUE(p.client.is_inbound_done());
   EXPECT_NO_THROW(p.client.close_inbound());
+}
+
+// While none of its records is encrypted, an engine closed mid-handshake sends the two
+// plaintext alerts of RFC 8446 6.1, user_canceled then close_notify, and the handshake is over
+// on both sides: the peer reads a cancellation, neither a protocol error nor a truncation.
+TEST_F(SslEngineTest, CloseOutboundBeforeAnythingIsEncryptedSendsUserCanceledThenCloseNotify) {
+  const unsigned char alert_records[] = {21, 3, 3, 0, 2, 1, 90,  // warning, user_canceled
+                                         21, 3, 3, 0, 2, 1, 0};  // warning, close_notify
+  const auto alerts = std::as_bytes(std::span(alert_records));
+  auto server = server_builder().build();
+  auto client = client_builder().build();
+  ByteBuffer none;
+  {
+    // A client whose ClientHello left.
+    EnginePair p = pair(client, server);
+    ASSERT_FALSE(test::flush(p.client, p.to_server));
+    p.client.close_outbound();
+    EXPECT_EQ(p.client.handshake_status(), HandshakeStatus::need_wrap);
+    auto wire = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    SslEngineResult r = p.client.wrap(none, wire);
+    EXPECT_EQ(r.status, SslEngineStatus::closed);
+    EXPECT_TRUE(std::ranges::equal(wire.flip().bytes(), alerts));
+    EXPECT_TRUE(p.client.is_outbound_done());
+    EXPECT_TRUE(p.client.is_inbound_done());
+    EXPECT_NO_THROW(p.client.close_inbound());
+    auto plain = ByteBuffer::allocate(SslEngine::application_buffer_size());
+    auto late = ByteBuffer::wrap(std::string_view("\x16\x03\x03\x00\x01\x00", 6));
+    r = p.client.unwrap(late, plain);
+    EXPECT_EQ(r.status, SslEngineStatus::closed) << "the handshake is abandoned";
+    EXPECT_EQ(r.bytes_consumed, 0u);
+
+    // The server reads the ClientHello (and answers it), then the alerts.
+    p.to_server.out().put(wire);
+    std::string ignored;
+    EXPECT_EQ(p.to_server.deliver(p.server, ignored), SslErrc::handshake_canceled);
+    EXPECT_TRUE(p.server.is_inbound_done());
+    EXPECT_NO_THROW(p.server.close_inbound());
+  }
+  {
+    // A server that began but has read nothing yet.
+    SslEngine engine = server.new_engine();
+    engine.begin_handshake();
+    engine.close_outbound();
+    auto wire = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    engine.wrap(none, wire);
+    EXPECT_TRUE(std::ranges::equal(wire.flip().bytes(), alerts));
+  }
+  {
+    // No handshake began: nothing to cancel.
+    SslEngine engine = client.new_engine("localhost");
+    engine.close_outbound();
+    auto wire = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    EXPECT_EQ(engine.wrap(none, wire).bytes_produced, 0u);
+    EXPECT_TRUE(engine.is_outbound_done());
+  }
+}
+
+// Once its records are encrypted an alert needs keys only OpenSSL holds, so the engine reads
+// the peer's last flight, which the peer sends without waiting, and close_notify follows: a
+// TLS 1.3 server after its flight, a TLS 1.2 client after its Finished.
+TEST_F(SslEngineTest, CloseOutboundAfterEncryptedHandshakeRecordsSendsCloseNotifyAfterIt) {
+  for (bool tls12 : {false, true}) {
+    SCOPED_TRACE(tls12 ? "TLS 1.2, the client closes" : "TLS 1.3, the server closes");
+    auto server = tls12 ? server_builder().protocols({SslProtocol::tls1_2}).build()
+                        : server_builder().build();
+    auto client = client_builder().build();
+    EnginePair p = pair(client, server);
+    std::string ignored;
+    ASSERT_FALSE(test::flush(p.client, p.to_server));  // ClientHello
+    ASSERT_FALSE(p.to_server.deliver(p.server, ignored));
+    ASSERT_FALSE(test::flush(p.server, p.to_client));
+    if (tls12) {
+      ASSERT_FALSE(p.to_client.deliver(p.client, ignored));
+      ASSERT_FALSE(test::flush(p.client, p.to_server));  // ClientKeyExchange .. Finished
+    }
+    SslEngine& closing = tls12 ? p.client : p.server;
+    SslEngine& peer = tls12 ? p.server : p.client;
+    test::Wire& to_closing = tls12 ? p.to_client : p.to_server;
+    test::Wire& to_peer = tls12 ? p.to_server : p.to_client;
+    closing.close_outbound();
+    EXPECT_EQ(closing.handshake_status(), HandshakeStatus::need_unwrap);
+    EXPECT_FALSE(closing.is_outbound_done());
+    EXPECT_FALSE(closing.is_inbound_done());
+    auto nothing = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    ByteBuffer none;
+    EXPECT_EQ(closing.wrap(none, nothing).bytes_produced, 0u);
+
+    // The peer finishes its handshake on what it has, and sends its last flight.
+    ASSERT_FALSE(to_peer.deliver(peer, ignored));
+    ASSERT_FALSE(test::flush(peer, to_closing));
+    ASSERT_FALSE(to_closing.deliver(closing, ignored));
+    EXPECT_EQ(closing.handshake_status(), HandshakeStatus::need_wrap);
+    ASSERT_FALSE(test::flush(closing, to_peer));
+    EXPECT_TRUE(closing.is_outbound_done());
+
+    EXPECT_FALSE(to_peer.deliver(peer, ignored));
+    ASSERT_FALSE(to_peer.results.empty());
+    EXPECT_EQ(to_peer.results.back().status, SslEngineStatus::closed) << "no close_notify";
+    EXPECT_TRUE(peer.is_inbound_done());
+    EXPECT_NO_THROW(peer.close_inbound());
+  }
 }
 
 TEST_F(SslEngineTest, InboundClosedWithoutCloseNotifyIsTruncation) {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 using namespace niox;
@@ -362,6 +363,245 @@ TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
   EXPECT_EQ(*got, "bye");
   EXPECT_EQ(exceptions->load(), 0);
   group.shutdown_gracefully();
+}
+
+// A TLS record as it crossed the wire: its content type and its body (encrypted, when it was).
+struct WireRecord {
+  int type = 0;
+  std::vector<std::byte> body;
+};
+
+// The whole records at the front of `bytes`.
+std::vector<WireRecord> split_records(std::span<const std::byte> bytes) {
+  std::vector<WireRecord> records;
+  while (bytes.size() >= 5) {
+    const std::size_t n =
+        std::to_integer<std::size_t>(bytes[3]) << 8 | std::to_integer<std::size_t>(bytes[4]);
+    if (bytes.size() < 5 + n) break;
+    records.push_back({std::to_integer<int>(bytes[0]), {bytes.begin() + 5, bytes.begin() + 5 + n}});
+    bytes = bytes.subspan(5 + n);
+  }
+  return records;
+}
+
+// A plaintext alert record of level warning (1) with this description.
+bool is_warning_alert(const WireRecord& r, int description) {
+  return r.type == 21 && r.body == std::vector{std::byte{1}, static_cast<std::byte>(description)};
+}
+
+constexpr int user_canceled = 90;
+constexpr int close_notify = 0;
+
+// A client engine over a blocking socket, driven one step at a time by the test.
+class HandDrivenClient {
+ public:
+  HandDrivenClient(const SocketAddress& addr, SslEngine engine)
+      : socket_(addr), engine_(std::move(engine)) {}
+
+  SslEngine& engine() { return engine_; }
+  PeerSocket& socket() { return socket_; }
+  // Every byte the server sent so far.
+  const std::vector<std::byte>& received() const { return received_; }
+
+  // Wraps what the engine has to send (handshake messages, close_notify) and sends it.
+  void send_engine_output() {
+    auto out = ByteBuffer::allocate(1 << 16);
+    for (;;) {
+      ByteBuffer none;
+      if (engine_.wrap(none, out).bytes_produced == 0) break;
+    }
+    socket_.send_all(out.flip().bytes());
+  }
+  void send(std::string_view data) {
+    auto src = ByteBuffer::wrap(data);
+    auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+    engine_.wrap(src, out);
+    socket_.send_all(out.flip().bytes());
+  }
+  // Unwraps what arrives until `done` says so, the engine fails (`ec`) or reports CLOSED, or
+  // the server ends the stream; the last result.
+  SslEngineResult unwrap_until(const std::function<bool(const SslEngineResult&)>& done,
+                               std::error_code& ec) {
+    for (;;) {
+      in_.flip();
+      auto app = ByteBuffer::allocate(SslEngine::application_buffer_size());
+      SslEngineResult r = engine_.unwrap(in_, app, ec);
+      in_.compact();
+      if (ec || r.status == SslEngineStatus::closed || done(r)) return r;
+      if (r.status == SslEngineStatus::buffer_underflow && !receive()) return r;
+    }
+  }
+
+ private:
+  bool receive() {
+    auto room = in_.writable_bytes();
+    ssize_t n = -1;
+    do {
+      n = ::recv(socket_.fd(), room.data(), room.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return false;  // the end of the stream, a reset or the 20 s timeout
+    received_.insert(received_.end(), room.begin(), room.begin() + n);
+    in_.position(in_.position() + static_cast<std::size_t>(n));
+    return true;
+  }
+
+  PeerSocket socket_;
+  SslEngine engine_;
+  ByteBuffer in_ = ByteBuffer::allocate(1 << 16);
+  std::vector<std::byte> received_;
+};
+
+// The handshake has begun (the SslHandler before the application started it on activation)
+// and the server gives up on the connection at once, as a limit on connections would: the
+// client hears why, in the plaintext alerts a TLS peer sends when it cancels (RFC 8446 6.1),
+// instead of a bare FIN it could not tell from a cut connection.
+TEST_P(SslHandlerTest, ServerClosingMidHandshakeSendsUserCanceledThenCloseNotify) {
+  ServerLog log;
+  TestServer server(options(), 1);
+  auto handshake = std::make_shared<std::promise<ChannelFuture>>();
+  server.bootstrap().child_handler(init([this, &log, handshake](Channel& ch) {
+    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_active = [ssl, handshake](ChannelHandlerContext& ctx) {
+      handshake->set_value(ssl->handshake_future());
+      ctx.channel().close();
+    };
+    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  HandDrivenClient client(addr, client_ssl.new_engine("localhost"));
+  client.send_engine_output();  // the ClientHello
+  std::error_code ec;
+  client.unwrap_until([](const SslEngineResult&) { return false; }, ec);
+  auto records = split_records(client.received());
+  ASSERT_EQ(records.size(), 2u) << client.received().size() << " bytes arrived";
+  EXPECT_TRUE(is_warning_alert(records[0], user_canceled));
+  EXPECT_TRUE(is_warning_alert(records[1], close_notify));
+  // The client's engine reads the server giving up, not a cut connection.
+  EXPECT_EQ(ec, SslErrc::handshake_canceled) << ec.message();
+  EXPECT_TRUE(client.engine().is_inbound_done());
+  EXPECT_NO_THROW(client.engine().close_inbound());
+  client.socket().close();
+
+  log.wait_closed(1);
+  auto hs = handshake->get_future();
+  EXPECT_EQ(await_for(wait_for(hs)), SslErrc::handshake_canceled);
+  const auto errors = log.errors_seen();
+  EXPECT_TRUE(errors.empty()) << "the side that closed reports " << errors.front().message();
+}
+
+// The client gives up right after its ClientHello left: the server reads the two alerts
+// behind it, and its handshake fails as canceled, not as a truncation.
+TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify) {
+  ServerLog log;
+  TestServer server(options(), 1);
+  // What reached the server, in front of its SslHandler (its loop's; read once it closed).
+  auto raw = std::make_shared<std::vector<std::byte>>();
+  server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
+    auto tap = std::make_shared<LambdaHandler>();
+    tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
+      auto b = m.get<ByteBuffer>().bytes();
+      raw->insert(raw->end(), b.begin(), b.end());
+      ctx.fire_channel_read(std::move(m));
+    };
+    ch.pipeline().add_last("tap", tap);
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
+      log.error(e);
+      ctx.close();
+    };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));
+  auto exceptions = std::make_shared<std::atomic<int>>(0);
+  auto h = std::make_shared<LambdaHandler>();
+  // The SslHandler before this one sent the ClientHello on activation.
+  h->on_active = [](ChannelHandlerContext& ctx) { ctx.channel().close(); };
+  h->on_exception = [exceptions](ChannelHandlerContext&, std::exception_ptr) { ++*exceptions; };
+  Bootstrap b;
+  b.group(group).handler(init([ssl, h](Channel& ch) {
+    ch.pipeline().add_last("ssl", ssl);
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
+  EXPECT_FALSE(await_for(f.channel()->close_future()));
+  EXPECT_EQ(exceptions->load(), 0) << "the side that closed reports no error";
+
+  log.wait_closed(1);
+  auto records = split_records(*raw);
+  ASSERT_EQ(records.size(), 3u) << raw->size() << " bytes arrived";
+  EXPECT_EQ(records[0].type, 22) << "the ClientHello";
+  EXPECT_TRUE(is_warning_alert(records[1], user_canceled));
+  EXPECT_TRUE(is_warning_alert(records[2], close_notify));
+  const auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], SslErrc::handshake_canceled) << errors[0].message();
+  group.shutdown_gracefully();
+}
+
+// With TLS 1.3 the server's flight is encrypted: an alert now would need keys only OpenSSL
+// holds, and it uses them for alerts once its handshake is done. So the server that gives up
+// after its flight reads the client's Finished and then sends close_notify: the client, whose
+// handshake finished with that Finished, sees a clean end. What the client sent after its
+// Finished never reaches the server's application.
+TEST_P(SslHandlerTest, ServerClosingAfterItsEncryptedFlightSendsCloseNotifyOnceTheHandshakeEnds) {
+  ServerLog log;
+  TestServer server(options(), 1);
+  using Accepted = std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>>;
+  auto accepted = std::make_shared<std::promise<Accepted>>();
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  server.bootstrap().child_handler(init([this, &log, accepted, reads](Channel& ch) {
+    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_read = [reads](ChannelHandlerContext&, Message) { ++*reads; };
+    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+    accepted->set_value({ch.shared_from_this(), ssl});
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  HandDrivenClient client(addr, client_ssl.new_engine("localhost"));
+  client.send_engine_output();  // the ClientHello
+  std::error_code ec;
+  // The server's flight, up to its Finished: the client's own Finished then waits to be sent.
+  client.unwrap_until(
+      [](const SslEngineResult& r) { return r.handshake_status == HandshakeStatus::need_wrap; },
+      ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(client.engine().handshake_status(), HandshakeStatus::need_wrap);
+  auto af = accepted->get_future();
+  auto [channel, ssl] = wait_for(af);
+  channel->close();
+  EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
+
+  client.send_engine_output();  // the client's Finished
+  client.send("sent after the Finished");
+  SslEngineResult r = client.unwrap_until([](const SslEngineResult&) { return false; }, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(r.status, SslEngineStatus::closed) << "the server's close_notify did not arrive";
+  EXPECT_TRUE(client.engine().is_inbound_done());
+  EXPECT_NO_THROW(client.engine().close_inbound());
+  client.send_engine_output();  // the client's close_notify, answering
+  EXPECT_FALSE(await_for(channel->close_future()));
+  client.socket().close();
+
+  log.wait_closed(1);
+  EXPECT_EQ(reads->load(), 0);
+  const auto errors = log.errors_seen();
+  EXPECT_TRUE(errors.empty()) << "the side that closed reports " << errors.front().message();
 }
 
 TEST_P(SslHandlerTest, WrongHostNameFailsTheClientHandshake) {

@@ -24,6 +24,14 @@
 //     is_inbound_done() true and queues ours. close_inbound() before the peer's close_notify
 //     arrived is the truncation Java warns of: it throws SslErrc::truncated (and still marks
 //     the inbound done), so a cut connection never passes for a clean end of stream.
+//   - Closing during the handshake (OpenSSL's SSL_shutdown refuses to): while none of our
+//     records is encrypted yet, close_outbound() queues a user_canceled and a close_notify
+//     alert, as plaintext records, and abandons the handshake (unwrap returns CLOSED from then
+//     on; close_inbound() reports no truncation). Once ours are encrypted (a TLS 1.3 server's
+//     flight, a TLS 1.2 client's Finished) an alert needs keys only OpenSSL holds: the
+//     handshake goes on through the peer's last flight (NEED_UNWRAP) and close_notify is
+//     queued when it ends. A peer's close_notify during the handshake fails it with
+//     SslErrc::handshake_canceled.
 //   - A fatal error (bad record, failed verification, refused renegotiation) throws a
 //     std::system_error in the niox.ssl category; the engine then holds the alert for the
 //     peer: wrap() until it returns CLOSED sends it. Later calls fail with

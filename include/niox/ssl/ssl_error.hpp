@@ -26,6 +26,8 @@ enum class SslErrc {
   bad_configuration,       // a builder setting OpenSSL would not take (unreadable PEM, ...)
   alert_received,          // kTLS: the peer sent an alert other than close_notify
   kernel_tls_unsupported,  // kTLS: a post-handshake message the kernel's records cannot follow
+  handshake_canceled,      // the connection was closed during the handshake (ours, or the
+                           // peer's close_notify)
 };
 
 // certificate_verify_failed_base + X509_V_ERR_*: the peer's certificate was not accepted.

@@ -23,6 +23,12 @@
 //     sends the engine's alert and closes the connection.
 //   - close() and shutdown_output() send close_notify after the pending writes; close() waits up to Options::close_notify_read_timeout (3 s) for
 //     the peer's before closing the connection. A peer's close_notify closes it too.
+//   - close() during the handshake fails it and the writes waiting for it with
+//     SslErrc::handshake_canceled (exception_caught is not fired) and tells the peer: a
+//     user_canceled and a close_notify alert, or, once our handshake records are encrypted, a
+//     close_notify after the peer's last flight (SslEngine::close_outbound says why). Then it
+//     waits as above, up to close_notify_read_timeout, for the peer to end the connection;
+//     nothing it sends meanwhile reaches the handlers after this one.
 //   - A connection that ends without the peer's close_notify (after the handshake began) is a
 //     truncation: exception_caught gets SslErrc::truncated and the SslCloseCompletionEvent
 //     carries it, so it never passes for a clean end of stream.
@@ -123,6 +129,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void write_pending(ChannelHandlerContext& ctx);
   void fail(ChannelHandlerContext& ctx, std::error_code cause);
   void fail_pending(std::error_code cause);
+  void cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise);
   void finish_close(ChannelHandlerContext& ctx);
   void answer_close_notify(ChannelHandlerContext& ctx);
   void cancel_timers() noexcept;
@@ -156,6 +163,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   bool wrote_ = false;  // bytes written since the last flush
   bool failed_ = false;
   bool closing_ = false;           // close() sent close_notify and waits for the peer's
+  bool canceled_ = false;          // close() came during the handshake, and failed it
   bool region_in_flight_ = false;  // a FileRegion piece is on its way; the rest waits for it
   bool inbound_reported_ = false;
   std::error_code error_;
