@@ -356,8 +356,8 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   const std::size_t piece =
       static_cast<std::size_t>(std::min<std::uint64_t>(region.remaining(), region_piece));
   // The whole piece is read, in one preadv while the file keeps up, before any of it is
-  // encrypted: a read that fails leaves the engine's record numbers untouched, and the
-  // connection usable.
+  // encrypted: a read that fails leaves the engine's record numbers untouched, and, on the
+  // region's first piece, the connection usable.
   std::array<ByteBuffer, region_chunks> plain;
   std::size_t chunks = 0;
   for (std::size_t at = 0; at < piece; at += region_chunk) {
@@ -374,8 +374,16 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
       if (n < 0 || !ec) {
         ec = make_error_code(transport::Errc::file_region_truncated);
       }
+      const bool partly_sent = region.transferred() > 0;
       pending_.front().promise.try_failure(ec);
       pending_.pop_front();
+      if (partly_sent) {
+        // The peer has the region's first pieces: what follows would land where the rest of
+        // the file belongs. The connection ends, as on the plain transport, and without
+        // close_notify, so that the peer sees a truncation, not a complete file.
+        fail(ctx, ec);
+        return;
+      }
       write_pending(ctx);
       return;
     }
@@ -432,7 +440,10 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     if (self->ctx_ != nullptr && !self->failed_) {
       self->write_pending(*self->ctx_);
       self->ctx_->flush();
-      self->run_after_pending_when_idle(*self->ctx_);
+      if (!self->failed_) {
+        // (A close() waiting here would send close_notify after the failure.)
+        self->run_after_pending_when_idle(*self->ctx_);
+      }
     }
   });
 }

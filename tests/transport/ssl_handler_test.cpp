@@ -1,5 +1,6 @@
 // SslHandler end to end on every backend: niox TLS clients against niox TLS servers, and raw
 // sockets sending what a TLS port must survive.
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/ssl/record_path.hpp>
 #include <niox/ssl/ssl_context.hpp>
 #include <niox/transport/bootstrap.hpp>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -682,6 +684,128 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
   EXPECT_TRUE(std::equal(content.begin(), content.end(), received->begin() + 1));
   await_for(f.channel()->close());
   group.shutdown_gracefully();
+}
+
+// In front of the transport: truncates a file when the first write of more than 32 KiB goes
+// by, the ciphertext of a FileRegion's first piece. That piece has been read by then, and the
+// next one is read only once it has left.
+class ShrinkFileOnTheFirstPiece : public ChannelDuplexHandler {
+ public:
+  ShrinkFileOnTheFirstPiece(std::string path, off_t size) : path_(std::move(path)), size_(size) {}
+  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override {
+    if (!shrunk_ && msg.is_byte_buffer() && msg.get<ByteBuffer>().remaining() > 32 * 1024) {
+      shrunk_ = true;
+      EXPECT_EQ(::truncate(path_.c_str(), size_), 0) << std::strerror(errno);
+    }
+    ctx.write(std::move(msg), std::move(promise));
+  }
+
+ private:
+  std::string path_;
+  off_t size_;
+  bool shrunk_ = false;
+};
+
+// How many pooled buffers of `loop`'s thread are alive, asked on that thread.
+std::uint64_t pool_outstanding(EventLoop& loop) {
+  auto p = std::make_shared<std::promise<std::uint64_t>>();
+  auto f = p->get_future();
+  loop.execute([p] { p->set_value(BufferPool::for_this_thread().stats().outstanding); });
+  return wait_for(f);
+}
+
+// A 1 MiB file shrinks to 300 KiB after the first 256 KiB piece of its FileRegion was read,
+// before the next piece is: the peer already has part of the region, so the stream cannot go
+// on. As on the plain transport the region's write fails with file_region_truncated, what was
+// written behind it fails too, and the connection closes, whether or not the application
+// closes it after its writes. The client decrypted an exact prefix of the file and nothing
+// else, and sees a truncation, never a clean end; the server holds no pooled buffer after.
+TEST_P(SslHandlerTest, FileShrinkingBetweenPiecesFailsTheRegionAndClosesTheConnection) {
+  TempDir dir;
+  const auto content = pseudo_random_bytes((1 << 20) + 5, 13);
+  const std::string path = (dir / "file.bin").string();
+  constexpr off_t shrunk = 300 * 1024;
+  for (bool close_after_writes : {false, true}) {
+    SCOPED_TRACE(close_after_writes ? "closed after the writes" : "left open");
+    {
+      FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      ASSERT_EQ(::write(fd.get(), content.data(), content.size()),
+                static_cast<ssize_t>(content.size()));
+    }
+    ServerLog log;
+    TestServer server(options(), 1);
+    const std::uint64_t outstanding_before = pool_outstanding(server.workers().loop(0));
+    auto region_done = std::make_shared<std::promise<std::error_code>>();
+    auto behind_done = std::make_shared<std::promise<std::error_code>>();
+    server.bootstrap().child_handler(init([&, region_done, behind_done](Channel& ch) {
+      ch.pipeline().add_last("shrink", std::make_shared<ShrinkFileOnTheFirstPiece>(path, shrunk));
+      ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+      auto h = std::make_shared<LambdaHandler>();
+      h->on_event = [&, region_done, behind_done](ChannelHandlerContext& ctx, std::any e) {
+        if (std::any_cast<SslHandshakeCompletionEvent>(&e) == nullptr) return;
+        FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
+        ctx.write(ByteBuffer::wrap(std::string_view("<")));
+        ctx.write(FileRegion(std::move(fd), 0, size))
+            .add_listener([region_done](const std::error_code& ec) { region_done->set_value(ec); });
+        ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")))
+            .add_listener([behind_done](const std::error_code& ec) { behind_done->set_value(ec); });
+        if (close_after_writes) ctx.close();
+      };
+      h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
+      h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+      ch.pipeline().add_last("app", h);
+    }));
+    SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+    EventLoopGroup group(TestServer::group_options(options(), 1));
+    auto received = std::make_shared<std::vector<std::byte>>();
+    auto close_event = std::make_shared<std::promise<std::error_code>>();
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_read = [received](ChannelHandlerContext&, Message m) {
+      auto b = m.get<ByteBuffer>().bytes();
+      received->insert(received->end(), b.begin(), b.end());
+    };
+    h->on_event = [close_event](ChannelHandlerContext&, std::any e) {
+      if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) close_event->set_value(c->cause);
+    };
+    h->on_exception = [](ChannelHandlerContext&, std::exception_ptr) {};
+    Bootstrap b;
+    b.group(group).handler(init([this, h](Channel& ch) {
+      ch.pipeline().add_last("ssl",
+                             std::make_shared<SslHandler>(client_ssl.new_engine("localhost")));
+      ch.pipeline().add_last("app", h);
+    }));
+    auto f = b.connect(addr);
+    ASSERT_FALSE(await_for(f));
+    auto rd = region_done->get_future();
+    EXPECT_EQ(wait_for(rd), transport::Errc::file_region_truncated);
+    auto bd = behind_done->get_future();
+    EXPECT_TRUE(wait_for(bd)) << "the write behind the region went out";
+    EXPECT_FALSE(await_for(f.channel()->close_future())) << "the server kept the connection";
+    auto ce = close_event->get_future();
+    EXPECT_EQ(wait_for(ce), SslErrc::truncated) << "the client saw a clean end";
+
+    ASSERT_GT(received->size(), 1u) << "nothing of the file arrived";
+    EXPECT_EQ(received->front(), std::byte{'<'});
+    EXPECT_LE(received->size() - 1, static_cast<std::size_t>(shrunk));
+    EXPECT_TRUE(std::equal(received->begin() + 1, received->end(), content.begin()))
+        << "not a prefix of the file";
+    group.shutdown_gracefully();
+    log.wait_closed(1);
+    {
+      std::lock_guard lock(log.mutex);
+      ASSERT_EQ(log.errors.size(), 1u);
+      EXPECT_EQ(log.errors[0], transport::Errc::file_region_truncated);
+    }
+
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (pool_outstanding(server.workers().loop(0)) != outstanding_before &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(pool_outstanding(server.workers().loop(0)), outstanding_before);
+  }
 }
 
 // What region_and_echo saw: the bytes, and each side's record path once its part was sent.

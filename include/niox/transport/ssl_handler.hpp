@@ -17,7 +17,11 @@
 //   - Handlers after it read and write plaintext ByteBuffers. Writes wait until the handshake
 //     is done; writes flushed together are encrypted into records of one buffer that leaves in
 //     one write. Their promises complete when that buffer has gone. A FileRegion is read into
-//     pooled buffers and encrypted piece by piece, the next piece once the previous left.
+//     pooled buffers and encrypted piece by piece, the next piece once the previous left. A
+//     region whose file is too short fails its write with Errc::file_region_truncated; when
+//     pieces of it have left already (the file shrank meanwhile), the connection fails with
+//     that error too, as on the plain transport: the writes behind it fail, exception_caught
+//     gets it, and the connection closes without close_notify, a truncation to the peer.
 //   - Bad input (plaintext, garbage, an oversized record, a failed handshake, a refused
 //     renegotiation) fires exception_caught with a std::system_error in the niox.ssl category,
 //     sends the engine's alert and closes the connection.
