@@ -127,7 +127,6 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
     }
   }
   backend_->watch_internal(wake_fd_.get(), InternalFd::wake);
-  ops_.reserve(64);
   to_start_.reserve(64);
   starting_.reserve(64);
   completed_.reserve(64);
@@ -138,11 +137,16 @@ LoopCore::~LoopCore() {
   if (live_ops_ > 0 || has_tasks_.load()) shutdown();
   backend_.reset();
   if (leak_in_backend_) {
-    for (auto& owned : ops_) {
-      if (!owned->in_kernel()) continue;
-      // The kernel may still write into its iovecs, msghdr or address.
-      if (owned->side) (void)sides_[owned->side->index].release();
-      (void)owned.release();
+    for (auto& slab : ops_) {
+      bool leaked = false;
+      for (std::uint32_t i = 0; i < ops_per_slab; ++i) {
+        Operation& op = slab[i];
+        if (!op.in_kernel()) continue;
+        // The kernel may still write into its iovecs, msghdr or address.
+        if (op.side) (void)sides_[op.side->index].release();
+        leaked = true;
+      }
+      if (leaked) (void)slab.release();  // the whole block: the kernel holds part of it
     }
   }
   timer_fd_.reset();
@@ -155,10 +159,16 @@ Operation* LoopCore::acquire() {
     free_ = op->lane_next;
     op->lane_next = nullptr;
   } else {
-    auto owned = std::make_unique<Operation>();
-    op = owned.get();
-    op->index = static_cast<std::uint32_t>(ops_.size());
-    ops_.push_back(std::move(owned));
+    auto slab = std::make_unique<Operation[]>(ops_per_slab);
+    for (std::uint32_t i = 0; i < ops_per_slab; ++i) slab[i].index = op_count_ + i;
+    // The first is taken; the rest go to the free list, lowest index first.
+    for (std::uint32_t i = ops_per_slab - 1; i > 0; --i) {
+      slab[i].lane_next = free_;
+      free_ = &slab[i];
+    }
+    op = &slab[0];
+    ops_.push_back(std::move(slab));
+    op_count_ += ops_per_slab;
   }
   ++live_ops_;
   return op;
@@ -218,8 +228,8 @@ void LoopCore::recycle(Operation* op) noexcept {
 }
 
 Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcept {
-  if (index >= ops_.size()) return nullptr;
-  Operation* op = ops_[index].get();
+  if (index >= op_count_) return nullptr;
+  Operation* op = &op_at(index);
   return op->state != OpState::free && op->generation == generation ? op : nullptr;
 }
 
@@ -612,9 +622,10 @@ void LoopCore::on_internal(InternalFd which) {
 void LoopCore::abort_all() {
   shutting_down_ = true;
   for (auto& fs : fds_) fs = FdState{};
-  for (auto& owned : ops_) {
-    owned->home_fd = -1;
-    abort(owned.get());
+  for (std::uint32_t i = 0; i < op_count_; ++i) {
+    Operation& op = op_at(i);
+    op.home_fd = -1;
+    abort(&op);
   }
 }
 
