@@ -114,7 +114,10 @@ Channel::Channel(Executor& executor)
       config_(*this),
       pipeline_(*this) {
   outbound_.set_writability_listener(
-      [this](bool) { pipeline_.fire_channel_writability_changed(); });
+      [](void* self, bool) {
+        static_cast<Channel*>(self)->pipeline_.fire_channel_writability_changed();
+      },
+      this);
 }
 
 Channel::~Channel() { pipeline_.destroy(); }

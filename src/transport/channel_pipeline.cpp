@@ -195,7 +195,9 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   ctx.removed_ = true;
   std::unique_ptr<ChannelHandlerContext> owned(&ctx);
   try {
-    removed_.push_back(std::move(owned));
+    if (!removed_)
+      removed_ = std::make_unique<std::vector<std::unique_ptr<ChannelHandlerContext>>>();
+    removed_->push_back(std::move(owned));
   } catch (...) {
     // Out of memory: an event may still be inside ctx, so it cannot be freed now; it stays
     // allocated for good rather than be freed under that event.
@@ -207,11 +209,7 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   return handler;
 }
 
-void ChannelPipeline::release_removed() noexcept {
-  // The capacity goes too: most pipelines remove one handler once (a ChannelInitializer), and
-  // an idle connection should not keep the vector that held it.
-  std::vector<std::unique_ptr<ChannelHandlerContext>>().swap(removed_);
-}
+void ChannelPipeline::release_removed() noexcept { removed_.reset(); }
 
 std::shared_ptr<ChannelHandler> ChannelPipeline::remove(std::string_view name) {
   if (detail::must_hop(*channel_)) {

@@ -50,7 +50,7 @@ bool OutboundBuffer::add_message(Message msg, ChannelPromise promise) {
   if (writable_ && pending_bytes_ > mark_.high) {
     writable_ = false;
     if (listener_) {
-      listener_(false);
+      listener_(listener_context_, false);
     }
   }
   return true;
@@ -61,7 +61,7 @@ void OutboundBuffer::decrement_pending(std::size_t n, bool notify) {
   if (!writable_ && pending_bytes_ < mark_.low) {
     writable_ = true;
     if (notify && listener_) {
-      listener_(true);
+      listener_(listener_context_, true);
     }
   }
 }
@@ -228,17 +228,17 @@ void OutboundBuffer::fail_all(std::error_code cause) {
     cause = std::make_error_code(std::errc::io_error);
   }
   flushed_ = static_cast<std::uint32_t>(entries_.size());
-  auto listener = std::move(listener_);
+  auto listener = listener_;
   listener_ = nullptr;  // closing: no writability events (Netty's notifyWritability=false)
   try {
     while (flushed_ != 0) {
       pop_front(cause);
     }
   } catch (...) {
-    listener_ = std::move(listener);
+    listener_ = listener;
     throw;
   }
-  listener_ = std::move(listener);
+  listener_ = listener;
 }
 
 std::size_t OutboundBuffer::bytes_before_unwritable() const noexcept {

@@ -124,7 +124,7 @@ class ChannelPipeline {
   struct Frame {
     explicit Frame(ChannelPipeline& p) noexcept : p_(p) { ++p_.depth_; }
     ~Frame() {
-      if (--p_.depth_ == 0 && !p_.removed_.empty()) {
+      if (--p_.depth_ == 0 && p_.removed_) {
         p_.release_removed();
       }
     }
@@ -158,7 +158,9 @@ class ChannelPipeline {
   // allocation fewer per connection); unlink() hands a context over to removed_.
   ChannelHandlerContext* head_;
   ChannelHandlerContext* tail_;
-  std::vector<std::unique_ptr<ChannelHandlerContext>> removed_;  // freed at depth 0
+  // Freed at depth 0. Made only while a removed context waits for that (most pipelines remove
+  // one handler once, a ChannelInitializer): an idle channel keeps a null pointer, not a vector.
+  std::unique_ptr<std::vector<std::unique_ptr<ChannelHandlerContext>>> removed_;
   unsigned depth_ = 0;
   unsigned generated_names_ = 0;
 };

@@ -41,7 +41,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <system_error>
@@ -80,7 +79,9 @@ struct GatherWrite {
 
 class OutboundBuffer {
  public:
-  using WritabilityListener = std::function<void(bool writable)>;
+  // A plain function and its context, not a std::function: every connection has one (its
+  // channel), and the pair takes half the room.
+  using WritabilityListener = void (*)(void* context, bool writable);
 
   static constexpr std::size_t default_hard_limit = 128u * 1024 * 1024;
   static constexpr std::size_t default_scratch_size = 16 * 1024;
@@ -140,8 +141,12 @@ class OutboundBuffer {
   WriteBufferWaterMark water_mark() const noexcept { return mark_; }
   void set_hard_limit(std::size_t bytes) noexcept { hard_limit_ = bytes; }
   std::size_t hard_limit() const noexcept { return hard_limit_; }
-  // Called on each writability flip, after the buffer's state is updated (it may write).
-  void set_writability_listener(WritabilityListener l) { listener_ = std::move(l); }
+  // Called on each writability flip, after the buffer's state is updated (it may write), with
+  // `context`; nullptr for none.
+  void set_writability_listener(WritabilityListener l, void* context) noexcept {
+    listener_ = l;
+    listener_context_ = context;
+  }
 
   // Byte budget of one gather (clamped to [1, max_bytes_per_call]). The transport sets it from
   // SO_SNDBUF and lets adapt_max_bytes_per_write() tune it.
@@ -208,7 +213,8 @@ class OutboundBuffer {
   std::size_t hard_limit_ = default_hard_limit;
   std::size_t max_bytes_ = max_bytes_per_call;
   std::size_t coalesce_threshold_ = 0;
-  WritabilityListener listener_;
+  WritabilityListener listener_ = nullptr;
+  void* listener_context_ = nullptr;
   std::unique_ptr<Rare, RareDelete> rare_;
 };
 
