@@ -19,10 +19,11 @@ namespace {
 
 using namespace niox;
 
-// Echoes each buffer; BackpressureHandler stops reading while the peer does not take the echo.
-// The channel allows half-closure: when the peer shuts its output down (EOF), everything it sent
-// is still queued here or in flight, so the output is shut down once all of it is flushed (FIN
-// after the last echoed byte), and the connection is closed after that (Netty's way).
+// Echoes each buffer (stateless: one serves every connection); BackpressureHandler stops
+// reading while the peer does not take the echo. The channel allows half-closure: when the peer
+// shuts its output down (EOF), everything it sent is still queued here or in flight, so the
+// output is shut down once all of it is flushed (FIN after the last echoed byte), and the
+// connection is closed after that (Netty's way).
 class EchoHandler final : public BackpressureHandler {
  public:
   void channel_read(ChannelHandlerContext& ctx, Message msg) override { ctx.write(std::move(msg)); }
@@ -55,14 +56,17 @@ int main(int argc, char** argv) {
   p.program = "niox-echo-server";
   p.options = *parsed.options;
   p.allow_unix = true;
-  p.configure = [ssl = *tls](ServerBootstrap& b, EventLoopGroup&) {
+  // EchoHandler keeps no state, so every connection, on every loop, shares one (Netty's
+  // @Sharable): a connection holds only its context for it.
+  p.configure = [ssl = *tls, echo = std::make_shared<EchoHandler>()](ServerBootstrap& b,
+                                                                     EventLoopGroup&) {
     b.child_option(channel_option::tcp_nodelay, true)
         .child_option(channel_option::allow_half_closure, true)
-        .child_handler(std::make_shared<ChannelInitializer>([ssl](Channel& ch) {
+        .child_handler(std::make_shared<ChannelInitializer>([ssl, echo](Channel& ch) {
           if (ssl.is_valid()) {
             ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(ssl.new_engine()));
           }
-          ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
+          ch.pipeline().add_last("echo", echo);
         }));
   };
   p.banner = [](const SocketAddress& bound, EventLoopGroup& workers) {

@@ -19,8 +19,9 @@
 
 namespace niox::detail {
 
-// Per-descriptor ordering lanes: one operation of a lane is in the backend at a time.
-enum class Lane : std::uint8_t { none, read, write, accept, count };
+// Per-descriptor ordering lanes: one operation of a lane is in the backend at a time. A
+// listening socket's accepts are its reads.
+enum class Lane : std::uint8_t { none, read, write, count };
 
 // Where a backend keeps an operation it was handed (each backend uses what it needs).
 enum class BackendState : std::uint8_t { none, ready, parked, sqe, poll, backlog };

@@ -42,7 +42,7 @@ void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
 
 }  // namespace
 
-const OpFamily accept_family{.lane = Lane::accept,
+const OpFamily accept_family{.lane = Lane::read,
                              .side = SideUse::always,
                              .wait_for = wait_in,
                              .edge = edge_in,
@@ -61,7 +61,7 @@ const OpFamily accept_family{.lane = Lane::accept,
                              }};
 
 const OpFamily accept_multishot_family{
-    .lane = Lane::accept,
+    .lane = Lane::read,
     .side = SideUse::always,
     .multishot = true,
     .wait_for = wait_in,
