@@ -47,6 +47,14 @@ struct ServerLog {
       errors.push_back(std::make_error_code(std::errc::io_error));
     }
   }
+  // An application handler that records what reaches it and closes, and counts the closes.
+  void watch(LambdaHandler& h) {
+    h.on_exception = [this](ChannelHandlerContext& ctx, std::exception_ptr e) {
+      error(e);
+      ctx.close();
+    };
+    h.on_inactive = [this](ChannelHandlerContext&) { ++closed; };
+  }
   // The TLS errors (a peer closing with unread bytes may also have caused an ECONNRESET).
   std::vector<std::error_code> errors_seen() {
     std::lock_guard lock(mutex);
@@ -105,11 +113,7 @@ class SslHandlerTest : public DescriptorCheckedTest {
           log.close_events.push_back(c->cause);
         }
       };
-      h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
-        log.error(e);
-        ctx.close();
-      };
-      h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+      log.watch(*h);
       ch.pipeline().add_last("app", h);
     }));
     return server.start(InetSocketAddress::loopback_v4(0));
@@ -513,11 +517,7 @@ TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify
     ch.pipeline().add_last("tap", tap);
     ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
     auto h = std::make_shared<LambdaHandler>();
-    h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
-      log.error(e);
-      ctx.close();
-    };
-    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    log.watch(*h);
     ch.pipeline().add_last("app", h);
   }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
@@ -857,11 +857,7 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
     };
     h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
     h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
-    h->on_exception = [&log](ChannelHandlerContext& ctx, std::exception_ptr e) {
-      log.error(e);
-      ctx.close();
-    };
-    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    log.watch(*h);
     ch.pipeline().add_last("app", h);
   }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
