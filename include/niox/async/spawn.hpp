@@ -221,25 +221,38 @@ class SleepFor {
       return false;
     }
     // Shared with the timer and the stop callback; whichever claims it first resumes, once.
-    state_ = std::allocate_shared<State>(detail::CachedObjectAllocator<State>());
-    state_->h = h;
-    if (token.stop_possible()) {
-      stop_.emplace(std::move(token), OnStop{state_, loop_});
-    }
-    // Armed on the loop's own thread, so that it cannot fire before `timer` holds it.
-    auto arm = [st = state_, loop = loop_, d = delay_] {
+    EventLoop* loop = loop_;
+    auto st = std::allocate_shared<State>(detail::CachedObjectAllocator<State>());
+    st->h = h;
+    state_ = st;
+    // Once the stop callback is registered, a stop on another thread may resume (and free) this
+    // frame, but only through a task on the loop that runs after `arm` (see OnStop): from here
+    // on only locals are used until `arm` has been handed over.
+    auto arm = [st, loop, d = delay_] {
+      st->armed = true;
+      if (st->stop_pending) {
+        if (!st->claimed.exchange(true)) {
+          st->aborted = true;
+          st->h.resume();
+        }
+        return;
+      }
       st->timer = loop->schedule(d, [st] {
         if (!st->claimed.exchange(true)) st->h.resume();
       });
     };
-    if (loop_->in_event_loop()) {
-      arm();
+    if (token.stop_possible()) {
+      stop_.emplace(std::move(token), OnStop{st, loop});
+    }
+    if (loop->in_event_loop()) {
+      arm();  // the timer and a stop's task run on this thread, after this returns
       return true;
     }
     Runnable r(std::move(arm));
-    if (loop_->link()->execute(r)) {
+    if (loop->link()->execute(r)) {
       return true;  // from here on the loop may already run (and free) this frame
     }
+    // The loop is gone: no task of it, so no stop's either, can resume the frame.
     stop_.reset();
     state_.reset();
     gone_ = true;
@@ -257,7 +270,11 @@ class SleepFor {
  private:
   struct State {
     std::atomic<bool> claimed{false};
+    // On the loop thread only: `armed` once await_suspend's task ran; `stop_pending` when a
+    // stop's task came first, so that the arming ends the sleep instead.
     bool aborted = false;
+    bool armed = false;
+    bool stop_pending = false;
     std::coroutine_handle<> h;
     ScheduledFuture timer;
   };
@@ -268,6 +285,11 @@ class SleepFor {
       // Ends the sleep on the loop thread, where the timer also runs.
       try {
         Runnable r([st = st] {
+          if (!st->armed) {
+            // await_suspend may still be running on its thread: the arming ends the sleep.
+            st->stop_pending = true;
+            return;
+          }
           if (!st->claimed.exchange(true)) {
             st->timer.cancel();
             st->aborted = true;
