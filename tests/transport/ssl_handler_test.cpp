@@ -78,6 +78,17 @@ struct ServerLog {
 };
 
 // Until the server closed the connection: EOF, or a reset when it closed with our bytes unread.
+// A client channel of `group` with `ssl` and then `app` in its pipeline, connecting to `addr`.
+BootstrapFuture connect_tls(EventLoopGroup& group, const SocketAddress& addr,
+                            std::shared_ptr<SslHandler> ssl, std::shared_ptr<ChannelHandler> app) {
+  Bootstrap b;
+  b.group(group).handler(init([ssl, app](Channel& ch) {
+    ch.pipeline().add_last("ssl", ssl);
+    ch.pipeline().add_last("app", app);
+  }));
+  return b.connect(addr);
+}
+
 void expect_closed_by_server(PeerSocket& peer) {
   try {
     peer.recv_to_eof();
@@ -147,12 +158,7 @@ class SslHandlerTest : public DescriptorCheckedTest {
       received->insert(received->end(), b.begin(), b.end());
       if (received->size() == n) all->set_value();
     };
-    Bootstrap b;
-    b.group(group).handler(init([ssl, h](Channel& ch) {
-      ch.pipeline().add_last("ssl", ssl);
-      ch.pipeline().add_last("app", h);
-    }));
-    auto f = b.connect(addr);
+    auto f = connect_tls(group, addr, ssl, h);
     EXPECT_FALSE(await_for(f));
     EXPECT_FALSE(await_for(ssl->handshake_future()));
     auto proto = negotiated.get_future();
@@ -529,12 +535,7 @@ TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify
   // The SslHandler before this one sent the ClientHello on activation.
   h->on_active = [](ChannelHandlerContext& ctx) { ctx.channel().close(); };
   h->on_exception = [exceptions](ChannelHandlerContext&, std::exception_ptr) { ++*exceptions; };
-  Bootstrap b;
-  b.group(group).handler(init([ssl, h](Channel& ch) {
-    ch.pipeline().add_last("ssl", ssl);
-    ch.pipeline().add_last("app", h);
-  }));
-  auto f = b.connect(addr);
+  auto f = connect_tls(group, addr, ssl, h);
   ASSERT_FALSE(await_for(f));
   EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
   EXPECT_FALSE(await_for(f.channel()->close_future()));
@@ -630,6 +631,19 @@ TEST_P(SslHandlerTest, WrongHostNameFailsTheClientHandshake) {
   group.shutdown_gracefully();
 }
 
+// Writes "<", the whole file at `path` as a FileRegion, and ">", flushed together.
+struct FramedWrites {
+  ChannelFuture region;
+  ChannelFuture behind;  // the ">"
+};
+FramedWrites write_framed_file(ChannelHandlerContext& ctx, const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
+  ctx.write(ByteBuffer::wrap(std::string_view("<")));
+  ChannelFuture region = ctx.write(FileRegion(std::move(fd), 0, size));
+  return {region, ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")))};
+}
+
 TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
   TempDir dir;
   const auto content = pseudo_random_bytes(3 * 1024 * 1024 + 17, 7);
@@ -646,12 +660,8 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
     auto h = std::make_shared<LambdaHandler>();
     h->on_event = [path, region_done](ChannelHandlerContext& ctx, std::any e) {
       if (std::any_cast<SslHandshakeCompletionEvent>(&e) == nullptr) return;
-      FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
-      ctx.write(ByteBuffer::wrap(std::string_view("<")));
-      ctx.write(FileRegion(std::move(fd), 0, size))
-          .add_listener([region_done](const std::error_code& ec) { region_done->set_value(ec); });
-      ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")));
+      write_framed_file(ctx, path).region.add_listener(
+          [region_done](const std::error_code& ec) { region_done->set_value(ec); });
     };
     ch.pipeline().add_last("app", h);
   }));
@@ -743,13 +753,11 @@ TEST_P(SslHandlerTest, FileShrinkingBetweenPiecesFailsTheRegionAndClosesTheConne
       auto h = std::make_shared<LambdaHandler>();
       h->on_event = [&, region_done, behind_done](ChannelHandlerContext& ctx, std::any e) {
         if (std::any_cast<SslHandshakeCompletionEvent>(&e) == nullptr) return;
-        FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-        const auto size = static_cast<std::uint64_t>(::lseek(fd.get(), 0, SEEK_END));
-        ctx.write(ByteBuffer::wrap(std::string_view("<")));
-        ctx.write(FileRegion(std::move(fd), 0, size))
-            .add_listener([region_done](const std::error_code& ec) { region_done->set_value(ec); });
-        ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")))
-            .add_listener([behind_done](const std::error_code& ec) { behind_done->set_value(ec); });
+        auto writes = write_framed_file(ctx, path);
+        writes.region.add_listener(
+            [region_done](const std::error_code& ec) { region_done->set_value(ec); });
+        writes.behind.add_listener(
+            [behind_done](const std::error_code& ec) { behind_done->set_value(ec); });
         if (close_after_writes) ctx.close();
       };
       h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
@@ -881,12 +889,7 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
       if (auto s = weak.lock()) all->set_value(s->record_path());
     }
   };
-  Bootstrap b;
-  b.group(group).handler(init([ssl, h](Channel& ch) {
-    ch.pipeline().add_last("ssl", ssl);
-    ch.pipeline().add_last("app", h);
-  }));
-  auto f = b.connect(addr);
+  auto f = connect_tls(group, addr, ssl, h);
   EXPECT_FALSE(await_for(f));
   auto done = all->get_future();
   result.client_path = wait_for(done);
@@ -950,7 +953,6 @@ TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
   std::vector<std::shared_ptr<SslHandler>> handlers;
   std::vector<BootstrapFuture> connects;
   auto echoed = std::make_shared<std::atomic<int>>(0);
-  Bootstrap b;
   for (int i = 0; i < connections; ++i) {
     auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"), patient);
     handlers.push_back(ssl);
@@ -965,11 +967,7 @@ TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
         ctx.close();
       }
     };
-    b.group(group).handler(init([ssl, h](Channel& ch) {
-      ch.pipeline().add_last("ssl", ssl);
-      ch.pipeline().add_last("app", h);
-    }));
-    connects.push_back(b.connect(addr));
+    connects.push_back(connect_tls(group, addr, ssl, h));
   }
   int failed = 0;
   for (int i = 0; i < connections; ++i) {
