@@ -200,7 +200,7 @@ void LoopCore::recycle_side(OpSide* side) noexcept {
 
 void LoopCore::recycle(Operation* op) noexcept {
   op->fn.reset();
-  op->drop_bufs();
+  op->bufs.clear();  // the room stays with the pooled operation (see prepare_receive)
   if (op->side) recycle_side(op->side);
   op->side = nullptr;
   op->iov_in_side = false;

@@ -114,9 +114,9 @@ struct Operation {
   std::size_t done = 0;  // bytes moved so far
   std::error_code ec;
 
-  // The buffers it moves. Their room comes from the thread's object cache and goes back there
-  // when the operation is recycled: a pending receive, which waits for the kernel (or a ring
-  // buffer) with none, then holds no room of its own, and an idle connection holds one.
+  // The buffers it moves, their room from the thread's object cache. The room stays with the
+  // pooled operation, except that a receive gives it back when it starts and whenever it goes
+  // on waiting with nothing (drop_bufs): an idle connection's pending receive holds none.
   std::vector<ByteBuffer, CachedObjectAllocator<ByteBuffer>> bufs;
   // Empties bufs and gives its room back: for an operation that goes on waiting without them.
   void drop_bufs() noexcept { decltype(bufs)().swap(bufs); }

@@ -72,6 +72,11 @@ namespace {
 // Both receives: nothing to take is no receive; the ring may serve each new attempt again.
 bool prepare_receive(LoopCore& core, Operation& op) {
   if (op.length == 0) return false;
+  // A receive brings no buffer and may wait long for one (an idle connection's): the room its
+  // pooled operation kept from an earlier use goes back to the cache, and what arrives takes
+  // room then. Other operations keep theirs, so a write costs no cache trip. (A re-armed
+  // multishot receive may still hold arrivals not yet handed over: those stay.)
+  if (op.bufs.empty()) op.drop_bufs();
   op.no_ring = false;
   op.speculative = false;
   poll_first_if_drained(core, op);
