@@ -625,11 +625,7 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
         finish_close(c);
         return;
       }
-      close_timer_ = c.executor().schedule(options_.close_notify_read_timeout, [this] {
-        if (ctx_ != nullptr) {
-          finish_close(*ctx_);
-        }
-      });
+      close_after_timeout(c);
     };
     if (tx_path_ == RecordPath::ktls) {
       kernel_close_notify(c, wait_for_peer);
@@ -638,6 +634,15 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
     wrap_engine_output(c);
     c.flush();
     wait_for_peer(c);
+  });
+}
+
+// The bounded wait for the peer to end the connection, once ours has said it is done.
+void SslHandler::close_after_timeout(ChannelHandlerContext& ctx) {
+  close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
+    if (ctx_ != nullptr) {
+      finish_close(*ctx_);
+    }
   });
 }
 
@@ -653,11 +658,7 @@ void SslHandler::cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise pro
   engine_.close_outbound();
   wrap_engine_output(ctx);
   ctx.flush();
-  close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
-    if (ctx_ != nullptr) {
-      finish_close(*ctx_);
-    }
-  });
+  close_after_timeout(ctx);
   // Last: the handlers that hear of it may close or write again.
   const std::error_code cause = make_error_code(SslErrc::handshake_canceled);
   fail_pending(cause);

@@ -135,6 +135,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void fail_pending(std::error_code cause);
   void cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise);
   void finish_close(ChannelHandlerContext& ctx);
+  void close_after_timeout(ChannelHandlerContext& ctx);
   void answer_close_notify(ChannelHandlerContext& ctx);
   void cancel_timers() noexcept;
   // Runs `then` once every pending write has been encrypted and handed on (at once when none
