@@ -4,9 +4,9 @@
 #include "transport/log.hpp"
 #include "transport/run_on_loop.hpp"
 
-#include <future>
-
 #include <atomic>
+#include <future>
+#include <thread>
 
 namespace niox {
 
@@ -122,16 +122,34 @@ Channel::Channel(Executor& executor)
 
 Channel::~Channel() { pipeline_.destroy(); }
 
-ChannelFuture Channel::close_future() const {
-  std::shared_ptr<detail::PromiseState> state = close_state_.load();
-  if (state) return ChannelPromise(std::move(state)).future();
-  ChannelPromise fresh(link_);
-  std::shared_ptr<detail::PromiseState> none;
-  if (!close_state_.compare_exchange_strong(none, fresh.state_)) {
-    return ChannelPromise(std::move(none)).future();  // another thread made it first
+namespace {
+// Held for a copy of one shared_ptr: a few instructions, so waiting threads spin.
+class FlagGuard {
+ public:
+  explicit FlagGuard(std::atomic_flag& flag) noexcept : flag_(flag) {
+    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
   }
-  if (closed_.load()) fresh.try_success();
-  return fresh.future();
+  ~FlagGuard() { flag_.clear(std::memory_order_release); }
+  FlagGuard(const FlagGuard&) = delete;
+  FlagGuard& operator=(const FlagGuard&) = delete;
+
+ private:
+  std::atomic_flag& flag_;
+};
+}  // namespace
+
+ChannelFuture Channel::close_future() const {
+  std::shared_ptr<detail::PromiseState> state;
+  {
+    FlagGuard guard(close_lock_);
+    if (!close_state_) close_state_ = ChannelPromise(link_).state_;
+    state = close_state_;
+  }
+  ChannelPromise promise(std::move(state));
+  // The close sets closed_ before it looks at close_state_; both under or after the lock, so
+  // either the close sees this state or this sees closed_ (try_success is idempotent).
+  if (closed_.load()) promise.try_success();
+  return promise.future();
 }
 
 bool Channel::is_writable() const noexcept {
@@ -330,7 +348,12 @@ void Channel::unsafe_close(ChannelPromise promise) {
   do_close();
   // A close_future() that made its state before closed_ was set is completed here; one after
   // it completes its own state (both are sequentially consistent: one of them sees the other).
-  if (auto state = close_state_.load()) ChannelPromise(std::move(state)).try_success();
+  std::shared_ptr<detail::PromiseState> state;
+  {
+    FlagGuard guard(close_lock_);
+    state = close_state_;
+  }
+  if (state) ChannelPromise(std::move(state)).try_success();
   promise.try_success();
   if (was_active) {
     // Later, like Netty: handlers see inactive after the close call returned.

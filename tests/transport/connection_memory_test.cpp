@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -94,6 +95,30 @@ TEST(ConnectionMemory, ACloseFutureAskedForDuringTheCloseCompletes) {
     ChannelFuture f;
     std::thread asker([&] { f = ch->close_future(); });
     ch->close();
+    asker.join();
+    run_a_while(loop);
+    ASSERT_TRUE(f.is_success()) << "round " << round;
+  }
+}
+
+// Asked for the first time on another thread after the close read the (still empty) state,
+// with nothing ordering the two but a relaxed flag. Under the thread sanitizer this was a data
+// race inside std::atomic<std::shared_ptr> (libstdc++ 12 unlocks a load() relaxed).
+TEST(ConnectionMemory, ACloseFutureFirstAskedForOnAnotherThreadAfterTheCloseCompletes) {
+  for (int round = 0; round < 20; ++round) {
+    EventLoop loop;
+    auto ch = adopt_one(loop);
+    run_a_while(loop);  // binds the loop to this thread: the close below runs here, now
+    std::atomic<bool> closed{false};
+    ChannelFuture f;
+    std::thread asker([&] {
+      while (!closed.load(std::memory_order_relaxed)) std::this_thread::yield();
+      f = ch->close_future();
+    });
+    // Kept: dropping it would release the loop's link, which the asker's promise then
+    // acquires, and that would order the two threads after all.
+    ChannelFuture closing = ch->close();
+    closed.store(true, std::memory_order_relaxed);
     asker.join();
     run_a_while(loop);
     ASSERT_TRUE(f.is_success()) << "round " << round;

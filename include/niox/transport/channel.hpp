@@ -258,11 +258,15 @@ class Channel : public std::enable_shared_from_this<Channel> {
   Id id_;
   ChannelConfig config_;
   OutboundBuffer outbound_;
-  // close_future()'s state once asked for; completed by the close.
-  mutable std::atomic<std::shared_ptr<detail::PromiseState>> close_state_;
+  // close_future()'s state once asked for; completed by the close. Guarded by close_lock_,
+  // not an atomic<shared_ptr>: libstdc++ 12's load() releases its internal lock relaxed, so a
+  // load on one thread and a store on another are a data race under the memory model (TSan
+  // reports it).
+  mutable std::shared_ptr<detail::PromiseState> close_state_;
   ChannelPromise shutdown_promise_;
   // Read by close_future() on any thread; written on the loop thread.
   std::atomic<bool> closed_{false};
+  mutable std::atomic_flag close_lock_;
   bool in_flush_ = false;
   bool write_pending_ = false;
   bool output_shutdown_pending_ = false;
