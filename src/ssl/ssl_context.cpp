@@ -27,6 +27,8 @@ struct SslContextBuilder::Settings {
   bool allow_tls1_2 = true;
   bool allow_tls1_3 = true;
   std::chrono::seconds session_timeout{300};
+  std::vector<std::string> ciphers;
+  std::vector<std::string> groups;
   std::vector<std::pair<std::string, SslContext>> sni;
   std::optional<bool> export_traffic_keys;  // default: kernel_tls_available()
 };
@@ -153,6 +155,57 @@ int remember_session(SSL* ssl, SSL_SESSION* session) {
   return SslEngine::Impl::remember_session(ssl, session) ? 1 : 0;
 }
 
+// OpenSSL takes each version's suites apart, as ':'-joined lists. Each name is checked on its
+// own, on a scratch context: a cipher list is accepted when some of its names are known, so a
+// typo would silently drop a suite someone asked for; and an unknown group's error says only
+// "passed invalid argument".
+bool apply_ciphers(SSL_CTX* ctx, const std::vector<std::string>& names) {
+  std::string tls13;
+  std::string tls12;
+  for (const std::string& n : names) {
+    if (n.empty() || n.find_first_of(":, ") != std::string::npos) {
+      ERR_raise_data(ERR_LIB_SSL, SSL_R_NO_CIPHER_MATCH, "cipher name '%s'", n.c_str());
+      return false;
+    }
+    const bool is_tls13 = n.starts_with("TLS_");
+    SSL_CTX* probe = SSL_CTX_new(TLS_method());
+    const int ok = probe == nullptr ? 0
+                   : is_tls13       ? SSL_CTX_set_ciphersuites(probe, n.c_str())
+                                    : SSL_CTX_set_cipher_list(probe, n.c_str());
+    SSL_CTX_free(probe);
+    if (ok != 1) {
+      ERR_clear_error();
+      ERR_raise_data(ERR_LIB_SSL, SSL_R_NO_CIPHER_MATCH, "unknown cipher '%s'", n.c_str());
+      return false;
+    }
+    std::string& list = is_tls13 ? tls13 : tls12;
+    list += (list.empty() ? "" : ":") + n;
+  }
+  return (tls13.empty() || SSL_CTX_set_ciphersuites(ctx, tls13.c_str()) == 1) &&
+         (tls12.empty() || SSL_CTX_set_cipher_list(ctx, tls12.c_str()) == 1);
+}
+
+bool apply_groups(SSL_CTX* ctx, const std::vector<std::string>& names) {
+  if (names.empty()) return true;
+  std::string list;
+  for (const std::string& n : names) {
+    if (n.empty() || n.find(':') != std::string::npos) {
+      ERR_raise_data(ERR_LIB_SSL, SSL_R_NO_SUITABLE_GROUPS, "group name '%s'", n.c_str());
+      return false;
+    }
+    SSL_CTX* probe = SSL_CTX_new(TLS_method());
+    const int ok = probe == nullptr ? 0 : SSL_CTX_set1_groups_list(probe, n.c_str());
+    SSL_CTX_free(probe);
+    if (ok != 1) {
+      ERR_clear_error();
+      ERR_raise_data(ERR_LIB_SSL, SSL_R_NO_SUITABLE_GROUPS, "unknown group '%s'", n.c_str());
+      return false;
+    }
+    list += (list.empty() ? "" : ":") + n;
+  }
+  return SSL_CTX_set1_groups_list(ctx, list.c_str()) == 1;
+}
+
 std::error_code config_error() {
   return detail::take_openssl_error(nullptr, make_error_code(SslErrc::bad_configuration));
 }
@@ -236,6 +289,14 @@ SslContextBuilder& SslContextBuilder::protocols(std::initializer_list<SslProtoco
   }
   return *this;
 }
+SslContextBuilder& SslContextBuilder::ciphers(std::vector<std::string> names) {
+  settings_->ciphers = std::move(names);
+  return *this;
+}
+SslContextBuilder& SslContextBuilder::named_groups(std::vector<std::string> names) {
+  settings_->groups = std::move(names);
+  return *this;
+}
 SslContextBuilder& SslContextBuilder::session_timeout(std::chrono::seconds timeout) {
   settings_->session_timeout = timeout;
   return *this;
@@ -286,6 +347,10 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   // An idle connection holds no record buffers (the design's memory-per-connection figure).
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  if (!apply_ciphers(ctx, s.ciphers) || !apply_groups(ctx, s.groups)) {
+    ec = config_error();
+    return {};
+  }
   // The TLS 1.3 traffic secrets reach the engine here, for a kTLS hand-over
   // (SslEngine::export_traffic_keys); nothing is written anywhere. The engine counts records
   // only where this is set.

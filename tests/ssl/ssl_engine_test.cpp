@@ -143,6 +143,98 @@ TEST_F(SslEngineTest, UnloadablePemIsAConfigurationError) {
       std::system_error);
 }
 
+// Counts the client's flights until both sides are done: a ClientHello and a Finished, and a
+// second ClientHello after a HelloRetryRequest.
+int client_flights(EnginePair& p) {
+  int flights = 0;
+  for (int round = 0; round < 10; ++round) {
+    const std::size_t before = p.to_server.out().position();
+    EXPECT_FALSE(test::flush(p.client, p.to_server));
+    flights += p.to_server.out().position() > before ? 1 : 0;
+    EXPECT_FALSE(p.to_server.deliver(p.server, p.server_received));
+    EXPECT_FALSE(test::flush(p.server, p.to_client));
+    EXPECT_FALSE(p.to_client.deliver(p.client, p.client_received));
+    if (p.to_server.empty() && p.to_client.empty() &&
+        p.client.handshake_status() == HandshakeStatus::not_handshaking &&
+        p.server.handshake_status() == HandshakeStatus::not_handshaking) {
+      break;
+    }
+  }
+  return flights;
+}
+
+// The client's first choice (P-256, the one it sends a key share for) is not one the server
+// takes: the server asks again for X25519 (HelloRetryRequest), the client sends a second
+// ClientHello, and the handshake completes one round trip later.
+TEST_F(SslEngineTest, AHelloRetryRequestCostsARoundTripAndCompletes) {
+  auto client = client_builder().named_groups({"P-256", "X25519"}).build();
+  {
+    EnginePair direct = pair(client, server_builder().build());
+    EXPECT_EQ(client_flights(direct), 2);  // the server takes P-256 too
+  }
+  EnginePair p = pair(client, server_builder().named_groups({"X25519"}).build());
+  EXPECT_EQ(client_flights(p), 3);
+  EXPECT_EQ(p.client.protocol(), "TLSv1.3");
+  std::string data = pattern(40000, 7);
+  send(p.client, p.to_server, p.server, p.server_received, data);
+  EXPECT_EQ(p.server_received, data);
+}
+
+TEST_F(SslEngineTest, NoCommonGroupFailsTheHandshake) {
+  auto client = client_builder().named_groups({"P-384"}).build();
+  EnginePair p = pair(client, server_builder().named_groups({"X25519"}).build());
+  auto o = p.handshake();
+  EXPECT_FALSE(o.ok());
+  EXPECT_TRUE(o.server) << "the server accepted a group it does not allow";
+}
+
+TEST_F(SslEngineTest, CiphersNarrowEachVersionsSuites) {
+  auto client = client_builder().build();
+  {
+    EnginePair p = pair(client, server_builder().ciphers({"TLS_CHACHA20_POLY1305_SHA256"}).build());
+    ASSERT_TRUE(p.handshake().ok());
+    EXPECT_EQ(p.server.cipher_suite(), "TLS_CHACHA20_POLY1305_SHA256");
+  }
+  {
+    auto server = server_builder()
+                      .protocols({SslProtocol::tls1_2})
+                      .ciphers({"TLS_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"})
+                      .build();
+    EnginePair p = pair(client, server);
+    ASSERT_TRUE(p.handshake().ok());
+    EXPECT_EQ(p.client.protocol(), "TLSv1.2");
+    EXPECT_EQ(p.client.cipher_suite(), "ECDHE-ECDSA-AES128-GCM-SHA256");
+  }
+  {
+    // The client allows only a suite the server does not: no handshake.
+    auto narrow = client_builder().ciphers({"TLS_AES_128_GCM_SHA256"}).build();
+    auto server = server_builder().ciphers({"TLS_AES_256_GCM_SHA384"}).build();
+    EnginePair p = pair(narrow, server);
+    EXPECT_FALSE(p.handshake().ok());
+  }
+}
+
+// A misspelt name fails the build with OpenSSL's reason, instead of quietly dropping the suite
+// or group it meant.
+TEST_F(SslEngineTest, UnknownCipherOrGroupNamesAreConfigurationErrors) {
+  const std::pair<SslContextBuilder, std::string_view> cases[] = {
+      {server_builder().ciphers({"TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM"}), "no cipher match"},
+      {server_builder().ciphers({"ECDHE-ECDSA-AES128-GCM-SHA265"}), "no cipher match"},
+      {server_builder().ciphers({""}), "no cipher match"},
+      {server_builder().ciphers({"TLS_AES_128_GCM_SHA256:FOO"}), "no cipher match"},
+      {server_builder().named_groups({"X25519", "P-257"}), "no suitable groups"},
+      {server_builder().named_groups({"X25519:P-256"}), "no suitable groups"},
+  };
+  for (const auto& [builder, reason] : cases) {
+    std::error_code ec;
+    SslContext context = builder.build(ec);
+    EXPECT_EQ(ec.category(), ssl_category());
+    EXPECT_EQ(ec.message(), reason);
+    EXPECT_FALSE(context.is_valid());
+    EXPECT_THROW(builder.build(), std::system_error);
+  }
+}
+
 TEST_F(SslEngineTest, DataBothWaysLargeAndSmall) {
   auto server = server_builder().build();
   auto client = client_builder().build();

@@ -191,6 +191,32 @@ TEST_P(SslHandlerTest, NioxClientAndServerEchoEveryByte) {
   group.shutdown_gracefully();
 }
 
+// The client's key share (P-256) is not one the server takes: a HelloRetryRequest, a second
+// ClientHello, and the connection carries every byte as usual. (That these contexts make the
+// server retry: SslEngineTest.AHelloRetryRequestCostsARoundTripAndCompletes.)
+TEST_P(SslHandlerTest, AHandshakeThroughAHelloRetryRequestEchoesEveryByte) {
+  server_ssl =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .named_groups({"X25519"})
+          .build();
+  client_ssl = SslContextBuilder::for_client()
+                   .trust_manager(Pem::memory(ca.certificate_pem()))
+                   .named_groups({"P-256", "X25519"})
+                   .build();
+  ServerLog log;
+  TestServer server(options(), 1);
+  SocketAddress addr = serve_tls_echo(server, log);
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto data = pseudo_random_bytes(100000, 3);
+  std::string protocol;
+  EXPECT_TRUE(tls_round_trip(group, addr, data, 3, &protocol) == data);
+  EXPECT_EQ(protocol, "TLSv1.3");
+  log.wait_closed(1);
+  EXPECT_EQ(log.handshakes.load(), 1);
+  EXPECT_TRUE(log.errors_seen().empty()) << log.errors_seen().front().message();
+  group.shutdown_gracefully();
+}
+
 // A raw peer for the bad-input cases: plaintext, noise and broken records to the TLS port.
 TEST_P(SslHandlerTest, PlaintextHttpAndNoiseCloseThatConnectionOnly) {
   ServerLog log;

@@ -84,6 +84,18 @@ class SslContextBuilder {
   SslContextBuilder& application_protocols(std::vector<std::string> protocols);
   // The versions allowed, a subset of {TLS 1.2, TLS 1.3} (both when never called).
   SslContextBuilder& protocols(std::initializer_list<SslProtocol> versions);
+  // The cipher suites allowed, OpenSSL's names, both versions' in one list (Netty's
+  // ciphers()): TLS 1.3 suites ("TLS_AES_128_GCM_SHA256") and TLS 1.2 ones
+  // ("ECDHE-ECDSA-AES128-GCM-SHA256"). A version none of whose suites is named keeps OpenSSL's
+  // defaults. A name OpenSSL does not know fails build() (bad_configuration), rather than
+  // leaving a weaker list than asked for.
+  SslContextBuilder& ciphers(std::vector<std::string> names);
+  // The key exchange groups offered (client, in order of preference: the first gets a key
+  // share in the ClientHello) or accepted (server), by OpenSSL's names: "X25519", "P-256",
+  // "P-384", "X448"... (Java's SSLParameters.setNamedGroups). Default: OpenSSL's list. A client
+  // whose key share the server does not accept gets a HelloRetryRequest and one more round
+  // trip. An unknown name fails build().
+  SslContextBuilder& named_groups(std::vector<std::string> names);
   // How long a session may be resumed (server tickets and the client cache); 0 turns
   // resumption off.
   SslContextBuilder& session_timeout(std::chrono::seconds timeout);
