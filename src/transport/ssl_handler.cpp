@@ -77,6 +77,7 @@ SslHandler::~SslHandler() { cancel_timers(); }
 void SslHandler::cancel_timers() noexcept {
   handshake_timer_.cancel();
   close_timer_.cancel();
+  fin_timer_.cancel();
 }
 
 void SslHandler::handler_added(ChannelHandlerContext& ctx) {
@@ -247,6 +248,7 @@ void SslHandler::unwrap_all(ChannelHandlerContext& ctx, ByteBuffer& src) {
     }
     if (r.handshake_status == HandshakeStatus::need_wrap) {
       wrap_engine_output(ctx);
+      send_fin_when_said(ctx);
     } else if (r.handshake_status == HandshakeStatus::finished) {
       handshake_done(ctx, {});
     }
@@ -612,6 +614,13 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
     ctx.close(std::move(promise));
     return;
   }
+  if (canceled_) {
+    // After a shutdown_output gave up on the handshake: the same bounded wait as below.
+    closing_ = true;
+    close_promises_.push_back(std::move(promise));
+    close_after_timeout(ctx);
+    return;
+  }
   if (!handshake_complete_) {
     cancel_handshake(ctx, std::move(promise));
     return;
@@ -665,9 +674,57 @@ void SslHandler::cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise pro
   handshake_done(ctx, cause);
 }
 
+// As a close mid-handshake does (cancel_handshake), and the connection stays half open.
+void SslHandler::cancel_handshake_output(ChannelHandlerContext& ctx, ChannelPromise promise) {
+  canceled_ = true;
+  inbound_reported_ = true;  // the end of input that follows is no truncation
+  fin_promises_.push_back(std::move(promise));
+  engine_.close_outbound();
+  wrap_engine_output(ctx);
+  ctx.flush();
+  send_fin_when_said(ctx);
+  if (!fin_promises_.empty()) {
+    // OpenSSL says close_notify once it has read the peer's flight; a peer that never sends
+    // it still gets the FIN.
+    fin_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
+      if (ctx_ != nullptr) {
+        send_fin(*ctx_);
+      }
+    });
+  }
+  const std::error_code cause = make_error_code(SslErrc::handshake_canceled);
+  fail_pending(cause);
+  handshake_done(ctx, cause);
+}
+
+void SslHandler::send_fin_when_said(ChannelHandlerContext& ctx) {
+  if (!fin_promises_.empty() && engine_.is_outbound_done()) {
+    send_fin(ctx);
+  }
+}
+
+void SslHandler::send_fin(ChannelHandlerContext& ctx) {
+  fin_timer_.cancel();
+  auto promises = std::move(fin_promises_);
+  fin_promises_.clear();
+  if (promises.empty()) return;
+  ctx.flush();
+  for (auto& p : promises) {
+    ctx.shutdown_output(std::move(p));
+  }
+}
+
 void SslHandler::shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) {
-  if (failed_ || !handshake_complete_) {
+  if (!fin_promises_.empty()) {
+    fin_promises_.push_back(std::move(promise));  // one FIN, after the same close_notify
+    return;
+  }
+  if (failed_ || canceled_ || !handshake_started_ || !ctx.channel().is_active()) {
     ctx.shutdown_output(std::move(promise));
+    return;
+  }
+  if (!handshake_complete_) {
+    cancel_handshake_output(ctx, std::move(promise));
     return;
   }
   after_pending(ctx, [this, promise = std::move(promise)](ChannelHandlerContext& c) mutable {
@@ -735,6 +792,7 @@ void SslHandler::answer_close_notify(ChannelHandlerContext& ctx) {
 
 void SslHandler::finish_close(ChannelHandlerContext& ctx) {
   close_timer_.cancel();
+  send_fin(ctx);
   auto promises = std::move(close_promises_);
   close_promises_.clear();
   ctx.close().add_listener([promises = std::move(promises)](const std::error_code& ec) mutable {
@@ -781,6 +839,8 @@ void SslHandler::channel_inactive(ChannelHandlerContext& ctx) {
   fail_pending(make_error_code(transport::Errc::channel_closed));
   complete(close_promises_, {});
   close_promises_.clear();
+  complete(fin_promises_, make_error_code(transport::Errc::channel_closed));
+  fin_promises_.clear();
   ctx.fire_channel_inactive();
 }
 

@@ -579,6 +579,54 @@ TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify
   group.shutdown_gracefully();
 }
 
+// shutdown_output right after the ClientHello: the same two alerts as a close, then the FIN
+// (it used to be a bare FIN, which the server could not tell from a cut connection). The
+// client's input stays open until the server, its handshake canceled, closes.
+TEST_P(SslHandlerTest, ClientShuttingDownOutputMidHandshakeSendsTheAlertsBeforeTheFin) {
+  ServerLog log;
+  TestServer server(options(), 1);
+  auto raw = std::make_shared<std::vector<std::byte>>();
+  server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
+    auto tap = std::make_shared<LambdaHandler>();
+    tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
+      auto b = m.get<ByteBuffer>().bytes();
+      raw->insert(raw->end(), b.begin(), b.end());
+      ctx.fire_channel_read(std::move(m));
+    };
+    ch.pipeline().add_last("tap", tap);
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+    auto h = std::make_shared<LambdaHandler>();
+    log.watch(*h);
+    ch.pipeline().add_last("app", h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));
+  auto shutdown = std::make_shared<std::promise<ChannelFuture>>();
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [shutdown](ChannelHandlerContext& ctx) {
+    shutdown->set_value(ctx.channel().shutdown_output());
+  };
+  auto f = connect_tls(group, addr, ssl, h);
+  ASSERT_FALSE(await_for(f));
+  EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
+  auto sf = shutdown->get_future();
+  EXPECT_FALSE(await_for(wait_for(sf)));
+  EXPECT_FALSE(await_for(f.channel()->close_future()));  // the server closed its side
+
+  log.wait_closed(1);
+  auto records = split_records(*raw);
+  ASSERT_EQ(records.size(), 3u) << raw->size() << " bytes arrived";
+  EXPECT_EQ(records[0].type, 22) << "the ClientHello";
+  EXPECT_TRUE(is_warning_alert(records[1], user_canceled));
+  EXPECT_TRUE(is_warning_alert(records[2], close_notify));
+  const auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], SslErrc::handshake_canceled) << errors[0].message();
+  group.shutdown_gracefully();
+}
+
 // With TLS 1.3 the server's flight is encrypted: an alert now would need keys only OpenSSL
 // holds, and it uses them for alerts once its handshake is done. So the server that gives up
 // after its flight reads the client's Finished and then sends close_notify: the client, whose
@@ -631,6 +679,56 @@ TEST_P(SslHandlerTest, ServerClosingAfterItsEncryptedFlightSendsCloseNotifyOnceT
   EXPECT_EQ(reads->load(), 0);
   const auto errors = log.errors_seen();
   EXPECT_TRUE(errors.empty()) << "the side that closed reports " << errors.front().message();
+}
+
+// shutdown_output after the server's encrypted flight: OpenSSL can say close_notify only once
+// it has read the client's Finished, and the FIN waits for it: the client reads close_notify,
+// then the end of the stream, never a FIN where a truncation would show.
+TEST_P(SslHandlerTest, ServerShuttingDownOutputAfterItsEncryptedFlightSendsCloseNotifyThenFin) {
+  ServerLog log;
+  TestServer server(options(), 1);
+  using Accepted = std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>>;
+  auto accepted = std::make_shared<std::promise<Accepted>>();
+  server.bootstrap().child_handler(init([this, &log, accepted](Channel& ch) {
+    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+    accepted->set_value({ch.shared_from_this(), ssl});
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  HandDrivenClient client(addr, client_ssl.new_engine("localhost"));
+  client.send_engine_output();  // the ClientHello
+  std::error_code ec;
+  client.unwrap_until(
+      [](const SslEngineResult& r) { return r.handshake_status == HandshakeStatus::need_wrap; },
+      ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto af = accepted->get_future();
+  auto [channel, ssl] = wait_for(af);
+  ChannelFuture shutdown = channel->shutdown_output();
+  EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
+  EXPECT_FALSE(shutdown.is_done()) << "the FIN left before the close_notify it must follow";
+
+  client.send_engine_output();  // the client's Finished: now OpenSSL says close_notify
+  SslEngineResult r = client.unwrap_until([](const SslEngineResult&) { return false; }, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(r.status, SslEngineStatus::closed) << "the server's close_notify did not arrive";
+  EXPECT_FALSE(await_for(shutdown));
+  char byte;
+  ssize_t n;
+  do {
+    n = ::recv(client.socket().fd(), &byte, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  EXPECT_EQ(n, 0) << "the FIN did not follow the close_notify";
+  client.socket().close();
+  EXPECT_FALSE(await_for(channel->close_future()));
+  log.wait_closed(1);
+  const auto errors = log.errors_seen();
+  EXPECT_TRUE(errors.empty()) << "the side that shut down reports " << errors.front().message();
 }
 
 TEST_P(SslHandlerTest, WrongHostNameFailsTheClientHandshake) {

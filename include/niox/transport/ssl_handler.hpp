@@ -115,7 +115,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
   void flush(ChannelHandlerContext& ctx) override;
   void close(ChannelHandlerContext& ctx, ChannelPromise promise) override;
-  // Sends close_notify first: a FIN alone would read as a truncation to the peer.
+  // Sends close_notify first: a FIN alone would read as a truncation to the peer. During the
+  // handshake, the handshake fails as canceled and the FIN follows what close() would send (the
+  // alerts, or OpenSSL's close_notify once the peer's flight is read, waiting at most
+  // Options::close_notify_read_timeout); input stays open until the peer ends its side.
   void shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) override;
 
  private:
@@ -134,6 +137,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void fail(ChannelHandlerContext& ctx, std::error_code cause);
   void fail_pending(std::error_code cause);
   void cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise);
+  void cancel_handshake_output(ChannelHandlerContext& ctx, ChannelPromise promise);
+  // The FIN of a shutdown_output during the handshake, once the engine has said its last.
+  void send_fin_when_said(ChannelHandlerContext& ctx);
+  void send_fin(ChannelHandlerContext& ctx);
   void finish_close(ChannelHandlerContext& ctx);
   void close_after_timeout(ChannelHandlerContext& ctx);
   void answer_close_notify(ChannelHandlerContext& ctx);
@@ -158,17 +165,19 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   ChannelPromise handshake_promise_;
   ScheduledFuture handshake_timer_;
   ScheduledFuture close_timer_;
+  ScheduledFuture fin_timer_;
   ByteBuffer cumulation_;  // a partial record carried over to the next read
   std::deque<PendingWrite> pending_;
   std::vector<ChannelPromise> close_promises_;
+  std::vector<ChannelPromise> fin_promises_;  // shutdown_output during the handshake
   std::function<void(ChannelHandlerContext&)> after_pending_;
   bool handshake_started_ = false;
   bool handshake_complete_ = false;
   bool flush_requested_ = false;
   bool wrote_ = false;  // bytes written since the last flush
   bool failed_ = false;
-  bool closing_ = false;           // close() sent close_notify and waits for the peer's
-  bool canceled_ = false;          // close() came during the handshake, and failed it
+  bool closing_ = false;   // close() sent close_notify and waits for the peer's
+  bool canceled_ = false;  // close() or shutdown_output() came during the handshake, and failed it
   bool region_in_flight_ = false;  // a FileRegion piece is on its way; the rest waits for it
   bool inbound_reported_ = false;
   std::error_code error_;
