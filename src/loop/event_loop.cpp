@@ -787,7 +787,7 @@ ScheduledFuture EventLoop::schedule_at_fixed_rate(std::chrono::nanoseconds initi
     a.delay = initial;
     a.period = period;
     bool periodic = period.count() > 0;
-    OperationHandle h = core_->start(a, [this, state, periodic](detail::Completion& c) mutable {
+    auto fire = [this, state, periodic](detail::Completion& c) mutable {
       if (c.ec) {
         state->task = nullptr;  // aborted (loop shutdown): it never runs
         return;
@@ -803,7 +803,9 @@ ScheduledFuture EventLoop::schedule_at_fixed_rate(std::chrono::nanoseconds initi
         return;
       }
       state->task();
-    });
+    };
+    static_assert(detail::CompletionFn::stores_inline<decltype(fire)>());
+    OperationHandle h = core_->start(a, std::move(fire));
     state->timer_index = h.index;
     state->timer_generation = h.generation;
   };

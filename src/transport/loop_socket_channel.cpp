@@ -224,9 +224,12 @@ void LoopSocketChannel::start_read() {
   const std::size_t size = recv_.guess();
   recv_.attempted_bytes_read(size);
   reading_ = true;
-  loop_->receive(fd_.get(), size, [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
+  auto on_read = [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
     s->on_read(ec, n, std::move(buf));
-  });
+  };
+  // Once per read: the handler lives in the loop's operation, not in a heap block of its own.
+  static_assert(detail::CompletionFn::stores_inline<decltype(on_read)>());
+  loop_->receive(fd_.get(), size, std::move(on_read));
 }
 
 void LoopSocketChannel::start_multishot() {
@@ -464,6 +467,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
         (zero_copy_from > 0 && g.bytes >= zero_copy_from ? WriteFlags::zero_copy
                                                          : WriteFlags::none);
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
+    static_assert(detail::CompletionFn::stores_inline<decltype(done)>());  // as start_read's
     if (g.single()) {
       const iovec& v = g.iovecs[0];
       loop_->write(fd_.get(),

@@ -24,7 +24,8 @@
 // final error), always on the loop
 // thread, never inside the call that started the operation. Handlers are stored inline in a
 // pooled operation object: once the pool is warm, starting and completing an operation
-// allocates nothing (handlers capturing more than 64 bytes take one heap block).
+// allocates nothing (handlers capturing more than 40 bytes, or an over-aligned capture, take one
+// heap block).
 //
 // Ordering.  Per descriptor, reads (read, receive, recvmsg, transfer_from out of it) complete
 // in the order they were started, and so do writes (write, sendmsg, transfer_to into it): a
@@ -123,7 +124,10 @@ struct Completion {
   socklen_t peer_len = 0;
   bool stop = false;  // receive_multishot: the handler asked for no more
 };
-using CompletionFn = UniqueFunction<void(Completion&), 64>;
+// Every pending operation carries one, an idle connection's receive too, so the room is what
+// the library's own handlers need: a shared_ptr and a few words (the largest, a timer's, is a
+// pointer, a shared_ptr and a flag); captures of 8-byte alignment keep it at 48 bytes.
+using CompletionFn = UniqueFunction<void(Completion&), 40, alignof(void*)>;
 
 enum class OpKind : std::uint8_t {
   read,

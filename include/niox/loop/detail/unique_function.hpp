@@ -1,9 +1,9 @@
 // niox::detail::UniqueFunction — a move-only std::function with inline storage.
 //
 // Completion handlers are stored in pooled operation objects; a handler whose captures fit in
-// `InlineBytes` (and that is nothrow-movable) lives inside the UniqueFunction itself, so storing
-// one allocates nothing. Larger ones fall back to one heap allocation. Installed because the
-// public loop headers use it; not API.
+// `InlineBytes` at an alignment of at most `Align` (and that is nothrow-movable) lives inside
+// the UniqueFunction itself, so storing one allocates nothing. Larger ones fall back to one heap
+// allocation. Installed because the public loop headers use it; not API.
 #pragma once
 
 #include <cstddef>
@@ -14,12 +14,19 @@
 
 namespace niox::detail {
 
-template <class Sig, std::size_t InlineBytes = 64>
+template <class Sig, std::size_t InlineBytes = 64, std::size_t Align = alignof(std::max_align_t)>
 class UniqueFunction;
 
-template <class R, class... Args, std::size_t InlineBytes>
-class UniqueFunction<R(Args...), InlineBytes> {
+template <class R, class... Args, std::size_t InlineBytes, std::size_t Align>
+class UniqueFunction<R(Args...), InlineBytes, Align> {
  public:
+  // Whether a callable of type D is stored inline (no heap block).
+  template <class D>
+  static constexpr bool stores_inline() {
+    return sizeof(D) <= InlineBytes && alignof(D) <= Align &&
+           std::is_nothrow_move_constructible_v<D>;
+  }
+
   UniqueFunction() noexcept = default;
   UniqueFunction(std::nullptr_t) noexcept {}  // NOLINT
 
@@ -27,7 +34,7 @@ class UniqueFunction<R(Args...), InlineBytes> {
             class = std::enable_if_t<!std::is_same_v<D, UniqueFunction> &&
                                      std::is_invocable_r_v<R, D&, Args...>>>
   UniqueFunction(F&& f) {  // NOLINT: implicit, like std::function
-    if constexpr (fits_inline<D>()) {
+    if constexpr (stores_inline<D>()) {
       ::new (static_cast<void*>(&storage_)) D(std::forward<F>(f));
       vt_ = &inline_table<D>;
     } else {
@@ -80,19 +87,13 @@ class UniqueFunction<R(Args...), InlineBytes> {
   }
 
  private:
-  using Storage = std::aligned_storage_t<InlineBytes, alignof(std::max_align_t)>;
+  using Storage = std::aligned_storage_t<InlineBytes, Align>;
   struct VTable {
     R (*call)(void*, Args&&...);
     void (*move)(void* from, void* to) noexcept;
     void (*destroy)(void*) noexcept;
     bool is_inline;
   };
-
-  template <class D>
-  static constexpr bool fits_inline() {
-    return sizeof(D) <= InlineBytes && alignof(D) <= alignof(std::max_align_t) &&
-           std::is_nothrow_move_constructible_v<D>;
-  }
 
   template <class D>
   static constexpr VTable inline_table{[](void* s, Args&&... a) -> R {
