@@ -137,8 +137,9 @@ bool IoUringBackend::ring_serves_multishot(Operation& op) {
   if (op.no_ring) return false;
   op.no_ring = true;
   if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
-  if (op.ring_held && ring_per_connection_ < recv_ring_->entries() &&
-      op.ring_held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+  if (const std::atomic<unsigned>* held = core_.ring_held(op);
+      held && ring_per_connection_ < recv_ring_->entries() &&
+      held->load(std::memory_order_relaxed) >= ring_per_connection_) {
     return false;
   }
   if (recv_ring_->available() <= recv_ring_->entries() / 4) {
@@ -387,12 +388,12 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     if (recv_ring_ && op && tag == tag_op && res > 0 && op->family->multishot) {
       // receive_multishot: queued behind the arrivals not yet handed over, counted as this
       // descriptor's until released.
-      if (!op->ring_held) op->ring_held = std::make_shared<std::atomic<unsigned>>(0);
-      op->bufs.push_back(recv_ring_->take(id, op->ring_held));
+      const auto& held = core_.make_ring_held(*op);
+      op->bufs.push_back(recv_ring_->take(id, held));
       AtomicCounters::add(core_.stats().ring_receives, 1);
       if ((flags & IORING_CQE_F_MORE) && !op->bound_stop && op->state == OpState::in_kernel &&
           ring_per_connection_ < recv_ring_->entries() &&
-          op->ring_held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+          held->load(std::memory_order_relaxed) >= ring_per_connection_) {
         // Checked as CQEs arrive: one burst of the kernel may have taken a few more already.
         stop_for_bound(*op);
       }

@@ -122,10 +122,6 @@ struct Operation {
   void drop_bufs() noexcept { decltype(bufs)().swap(bufs); }
   iovec one_iov{};
   OpSide* side = nullptr;  // the families that need one (OpFamily::side)
-  // receive_multishot: how many of its ring buffers are out (queued or held by the
-  // application); each buffer's release counts down, on whatever thread. Kept across reuse
-  // while nothing of an earlier operation still points at it.
-  std::shared_ptr<std::atomic<unsigned>> ring_held;
 
   CompletionFn fn;
 

@@ -157,7 +157,7 @@ TEST_P(LoopAllocationTest, APendingReceiveCostsOnlyWhatAReceiveNeeds) {
   for (auto& [a, b] : pairs) loop.receive(b.get(), 64, on_receive);
   loop.run_once(0ms);
   counting = false;
-  EXPECT_LE(allocated_bytes / n, 272u) << allocated_bytes << " bytes for " << n << " receives";
+  EXPECT_LE(allocated_bytes / n, 256u) << allocated_bytes << " bytes for " << n << " receives";
   for (auto& [a, b] : pairs) loop.release(b);
   ASSERT_TRUE(test::run_until(loop, [&] { return loop.pending() == 0; }));
 }
