@@ -92,19 +92,18 @@ ByteBuffer AdaptiveRecvBufferAllocator::Handle::allocate() const {
 }
 
 void AdaptiveRecvBufferAllocator::Handle::last_bytes_read(ssize_t n) noexcept {
-  if (n > 0 && static_cast<std::size_t>(n) == attempted_) {
+  last_ = static_cast<std::int32_t>(std::min<ssize_t>(n, INT32_MAX));
+  if (filled()) {
     // A full buffer: grow now rather than after the batch.
     record(static_cast<std::size_t>(n));
   }
-  last_ = n;
   if (n > 0) {
     total_ += static_cast<std::size_t>(n);
   }
 }
 
 bool AdaptiveRecvBufferAllocator::Handle::continue_reading() const noexcept {
-  return auto_read_ && last_ > 0 && static_cast<std::size_t>(last_) == attempted_ &&
-         messages_ < max_messages_ && total_ > 0;
+  return auto_read_ && filled() && messages_ < max_messages_ && total_ > 0;
 }
 
 void AdaptiveRecvBufferAllocator::Handle::read_complete() noexcept { record(total_); }

@@ -43,6 +43,23 @@ TEST(AdaptiveRecvBufferAllocator, GrowsFastOnFullReadsAndShrinksSlowly) {
   EXPECT_EQ(h.guess(), 64u);
 }
 
+// The handle keeps one read's counts in 32 bits: an offer above 4 GiB is never filled by a
+// read (at most 0x7ffff000 bytes on Linux), as before.
+TEST(AdaptiveRecvBufferAllocator, AnOfferAboveFourGibibytesIsNotFilledByARead) {
+  AdaptiveRecvBufferAllocator alloc(64, 1024, 65536);
+  auto h = alloc.new_handle();
+  h.reset(16, true);
+  h.attempted_bytes_read((std::size_t{1} << 32) + 1024);
+  h.last_bytes_read(1024);
+  EXPECT_EQ(h.last_bytes_read(), 1024);
+  EXPECT_FALSE(h.continue_reading());
+  EXPECT_EQ(h.guess(), 1024u);  // not grown as after a full buffer
+  h.attempted_bytes_read(std::size_t{0x7ffff000});
+  h.last_bytes_read(0x7ffff000);
+  EXPECT_TRUE(h.continue_reading());
+  EXPECT_EQ(h.total_bytes_read(), 1024u + 0x7ffff000u);
+}
+
 TEST(AdaptiveRecvBufferAllocator, BatchEndsAtMaxMessagesOrWithoutAutoRead) {
   AdaptiveRecvBufferAllocator alloc(64, 64, 64);
   auto h = alloc.new_handle();

@@ -28,6 +28,7 @@
 
 #include <niox/buffer/byte_buffer.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,8 +61,11 @@ class AdaptiveRecvBufferAllocator {
     void reset(int max_messages_per_read, bool auto_read) noexcept;
     ByteBuffer allocate() const;
     std::size_t guess() const noexcept { return next_size_; }
-    void attempted_bytes_read(std::size_t n) noexcept { attempted_ = n; }
-    // Bytes the last read returned (-1: end of stream, 0: nothing).
+    void attempted_bytes_read(std::size_t n) noexcept {
+      attempted_ = static_cast<std::uint32_t>(std::min<std::size_t>(n, UINT32_MAX));
+    }
+    // Bytes the last read returned (-1: end of stream, 0: nothing). One read(2) returns at most
+    // 0x7ffff000 bytes on Linux; a larger count is kept as INT32_MAX.
     void last_bytes_read(ssize_t n) noexcept;
     ssize_t last_bytes_read() const noexcept { return last_; }
     void increment_messages_read(int n = 1) noexcept { messages_ += n; }
@@ -75,8 +79,16 @@ class AdaptiveRecvBufferAllocator {
    private:
     friend class AdaptiveRecvBufferAllocator;
     void record(std::size_t actual) noexcept;
+    // The last read took all it was offered: more is probably waiting.
+    bool filled() const noexcept {
+      return last_ > 0 && static_cast<std::uint32_t>(last_) == attempted_;
+    }
 
-    // Every connection has one: the size table's index and size fit in 32 bits (at most 1 GiB).
+    // Every connection has one: the size table's index and size fit in 32 bits (at most 1 GiB),
+    // and so do one read's count and what it could take. An attempt above 4 GiB is kept as
+    // UINT32_MAX, which one read can no more fill than the real size: whether a read filled
+    // its buffer is decided as before. The batch's total is summed over many reads and stays
+    // 64-bit.
     const AdaptiveRecvBufferAllocator* owner_ = nullptr;
     std::uint16_t index_ = 0;
     bool decrease_now_ = false;
@@ -85,8 +97,8 @@ class AdaptiveRecvBufferAllocator {
     int max_messages_ = 16;
     int messages_ = 0;
     std::size_t total_ = 0;
-    std::size_t attempted_ = 0;
-    ssize_t last_ = 0;
+    std::uint32_t attempted_ = 0;
+    std::int32_t last_ = 0;
   };
 
   // The handle refers to this allocator, which must outlive it.
