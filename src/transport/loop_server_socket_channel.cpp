@@ -76,13 +76,13 @@ void LoopServerSocketChannel::do_read_begin() {
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
   if (config().is_auto_read()) {
     multishot_ = true;
-    accept_op_ = loop_->accept_multishot(fd_.get(), [s](std::error_code ec, FileDescriptor fd) {
-      s->on_accepted(ec, std::move(fd));
-    });
+    accept_op_ = event_loop().accept_multishot(
+        fd_.get(),
+        [s](std::error_code ec, FileDescriptor fd) { s->on_accepted(ec, std::move(fd)); });
   } else {
     // AUTO_READ off: one connection per read(), the rest waits in the kernel's backlog.
     multishot_ = false;
-    accept_op_ = loop_->accept(fd_.get(), [s](std::error_code ec, FileDescriptor fd) {
+    accept_op_ = event_loop().accept(fd_.get(), [s](std::error_code ec, FileDescriptor fd) {
       s->on_accepted(ec, std::move(fd));
     });
   }
@@ -98,7 +98,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, FileDescriptor fd)
     if (!fd_.valid()) {
       return;
     }
-    EventLoop& child_loop = chooser_ ? chooser_() : *loop_;
+    EventLoop& child_loop = chooser_ ? chooser_() : event_loop();
     std::shared_ptr<LoopSocketChannel> child;
     try {
       child = LoopSocketChannel::adopt(child_loop, std::move(fd), family_);
@@ -115,7 +115,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, FileDescriptor fd)
       // A handler turned AUTO_READ off: stop accepting (connections keep queueing in the
       // kernel's backlog) until read() or AUTO_READ on.
       pausing_ = true;
-      loop_->cancel(accept_op_);
+      event_loop().cancel(accept_op_);
     } else if (!multishot_ && config().is_auto_read()) {
       do_read_begin();
     }
@@ -144,7 +144,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, FileDescriptor fd)
   pipeline().fire_exception_caught(std::make_exception_ptr(std::system_error(ec, "accept")));
   auto s = std::static_pointer_cast<LoopServerSocketChannel>(shared_from_this());
   bool requested = !multishot_;  // a failed single accept was asked for by read()
-  loop_->schedule(std::chrono::milliseconds(100), [s, requested] {
+  event_loop().schedule(std::chrono::milliseconds(100), [s, requested] {
     if (s->fd_.valid() && (requested || s->config().is_auto_read())) {
       s->do_read_begin();
     }

@@ -58,7 +58,7 @@ std::optional<SocketAddress> AbstractLoopSocketChannel::remote_address() const {
 void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
   if (fd_.valid()) {
     if (in_event_loop()) {
-      loop_->close(std::move(fd_));  // the loop forgets the descriptor
+      event_loop().close(std::move(fd_));  // the loop forgets the descriptor
     } else {
       fd_.reset();  // another thread, or the loop is gone: the loop holds nothing of it
     }
@@ -66,10 +66,10 @@ void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
 }
 
 void AbstractLoopSocketChannel::close_through_loop() noexcept {
-  loop_->close(std::move(fd_));
+  event_loop().close(std::move(fd_));
   if (keep_alive_) {
     // Let go later: we are inside a call on this very object.
-    loop_->execute([s = std::move(keep_alive_)] {});
+    event_loop().execute([s = std::move(keep_alive_)] {});
     keep_alive_.reset();
   }
 }
@@ -141,14 +141,14 @@ void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise prom
     connecting_ = std::make_unique<Connecting>();
     connecting_->promise = std::move(promise);
     // The loop copies the address into its operation: the channel keeps none.
-    connecting_->op = loop_->connect(fd_.get(), remote,
-                                     [s = self()](std::error_code ec) { s->on_connected(ec); });
+    connecting_->op = event_loop().connect(
+        fd_.get(), remote, [s = self()](std::error_code ec) { s->on_connected(ec); });
     auto timeout = config().connect_timeout();
     if (timeout.count() > 0) {
-      connecting_->timer = loop_->schedule(timeout, [s = self()] {
+      connecting_->timer = event_loop().schedule(timeout, [s = self()] {
         if (s->connecting_) {
           s->connect_timed_out_ = true;
-          s->loop_->cancel(s->connecting_->op);
+          s->event_loop().cancel(s->connecting_->op);
         }
       });
     }
@@ -229,13 +229,13 @@ void LoopSocketChannel::start_read() {
   };
   // Once per read: the handler lives in the loop's operation, not in a heap block of its own.
   static_assert(detail::CompletionFn::stores_inline<decltype(on_read)>());
-  loop_->receive(fd_.get(), size, std::move(on_read));
+  event_loop().receive(fd_.get(), size, std::move(on_read));
 }
 
 void LoopSocketChannel::start_multishot() {
   reading_ = true;
   multishot_stopping_ = false;
-  loop_->receive_multishot(
+  event_loop().receive_multishot(
       fd_.get(), recv_.guess(),
       [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end) {
         return s->on_multishot(ec, n, std::move(buf), batch_end);
@@ -448,11 +448,11 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
       writing_ = true;
       set_write_pending(true);
       more_held_ = false;  // sendfile's last call goes without MSG_MORE: it pushes what was held
-      loop_->transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
-                         static_cast<std::size_t>(r.remaining()), fd_.get(),
-                         [s = self()](std::error_code ec, std::size_t n, TransferPath) {
-                           s->on_file_written(ec, n);
-                         });
+      event_loop().transfer_to(r.fd(), static_cast<std::int64_t>(r.next_offset()),
+                               static_cast<std::size_t>(r.remaining()), fd_.get(),
+                               [s = self()](std::error_code ec, std::size_t n, TransferPath) {
+                                 s->on_file_written(ec, n);
+                               });
       return;
     }
     writing_ = true;
@@ -470,10 +470,10 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     static_assert(detail::CompletionFn::stores_inline<decltype(done)>());  // as start_read's
     if (g.single()) {
       const iovec& v = g.iovecs[0];
-      loop_->write(fd_.get(),
-                   ByteBuffer::wrap(std::span<const std::byte>(
-                       static_cast<const std::byte*>(v.iov_base), v.iov_len)),
-                   flags, std::move(done));
+      event_loop().write(fd_.get(),
+                         ByteBuffer::wrap(std::span<const std::byte>(
+                             static_cast<const std::byte*>(v.iov_base), v.iov_len)),
+                         flags, std::move(done));
     } else {
       // The loop copies the views into its operation: one vector per thread serves every
       // connection on it.
@@ -483,7 +483,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
         views.push_back(ByteBuffer::wrap(
             std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len)));
       }
-      loop_->write(fd_.get(), std::span<const ByteBuffer>(views), flags, std::move(done));
+      event_loop().write(fd_.get(), std::span<const ByteBuffer>(views), flags, std::move(done));
       views.clear();
     }
     return;

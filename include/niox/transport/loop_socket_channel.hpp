@@ -74,14 +74,15 @@ namespace niox {
 // closes it itself), and the self-reference an active channel holds.
 class AbstractLoopSocketChannel : public Channel {
  public:
-  EventLoop& event_loop() const noexcept { return *loop_; }
+  // The channel's executor, set once at construction: no pointer of its own beside it.
+  EventLoop& event_loop() const noexcept { return static_cast<EventLoop&>(executor()); }
   std::optional<SocketAddress> local_address() const override;
   std::optional<SocketAddress> remote_address() const override;
   ~AbstractLoopSocketChannel() override;
 
  protected:
   AbstractLoopSocketChannel(EventLoop& loop, FileDescriptor fd, int family)
-      : Channel(loop), loop_(&loop), fd_(std::move(fd)), family_(family) {}
+      : Channel(loop), fd_(std::move(fd)), family_(family) {}
   // For the destructors, after destroy_pipeline(): a descriptor still held (never activated, or
   // the loop gone) has nothing in the kernel, since every operation holds the channel.
   void close_descriptor_at_destruction() noexcept;
@@ -90,8 +91,7 @@ class AbstractLoopSocketChannel : public Channel {
   void do_close_without_loop() noexcept override;
   bool closed_without_loop() const noexcept { return closed_without_loop_.load(); }
 
-  EventLoop* loop_;
-  FileDescriptor fd_;  // closed through loop_ (on its thread) or, without the loop, directly
+  FileDescriptor fd_;  // closed through the loop (on its thread) or, without it, directly
   int family_;
   std::shared_ptr<Channel> keep_alive_;  // set while active and open
 
