@@ -62,18 +62,16 @@ std::shared_ptr<ChannelHandler> shared_stateless() {
 ChannelPipeline::ChannelPipeline(Channel& channel)
     : channel_(&channel),
       head_ctx_(*this, "head", shared_stateless<detail::HeadHandler>()),
-      tail_ctx_(*this, "tail", shared_stateless<detail::TailHandler>()),
-      head_(&head_ctx_),
-      tail_(&tail_ctx_) {
-  head_->next_ = tail_;
-  tail_->prev_ = head_;
+      tail_ctx_(*this, "tail", shared_stateless<detail::TailHandler>()) {
+  head_ctx_.next_ = &tail_ctx_;
+  tail_ctx_.prev_ = &head_ctx_;
 }
 
 ChannelPipeline::~ChannelPipeline() { destroy(); }
 
 void ChannelPipeline::destroy() noexcept {
-  while (tail_->prev_ != head_) {
-    auto* ctx = tail_->prev_;
+  while (tail_ctx_.prev_ != &head_ctx_) {
+    auto* ctx = tail_ctx_.prev_;
     try {
       unlink(*ctx);
     } catch (...) {
@@ -87,7 +85,7 @@ void ChannelPipeline::destroy() noexcept {
 }
 
 ChannelHandlerContext* ChannelPipeline::find(std::string_view name) const noexcept {
-  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+  for (auto* c = head_ctx_.next_; c != &tail_ctx_; c = c->next_) {
     if (c->name() == name) {
       return c;
     }
@@ -97,7 +95,7 @@ ChannelHandlerContext* ChannelPipeline::find(std::string_view name) const noexce
 
 ChannelHandlerContext* ChannelPipeline::find_live(const ChannelHandlerContext* ctx,
                                                   std::uint64_t serial) const noexcept {
-  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+  for (auto* c = head_ctx_.next_; c != &tail_ctx_; c = c->next_) {
     if (c == ctx && c->serial_ == serial) {
       return c;
     }
@@ -169,11 +167,11 @@ ChannelPipeline& ChannelPipeline::add(After after, std::string name,
 }
 
 ChannelPipeline& ChannelPipeline::add_first(std::string name, std::shared_ptr<ChannelHandler> h) {
-  return add([this] { return head_; }, std::move(name), std::move(h));
+  return add([this] { return &head_ctx_; }, std::move(name), std::move(h));
 }
 
 ChannelPipeline& ChannelPipeline::add_last(std::string name, std::shared_ptr<ChannelHandler> h) {
-  return add([this] { return tail_->prev_; }, std::move(name), std::move(h));
+  return add([this] { return tail_ctx_.prev_; }, std::move(name), std::move(h));
 }
 
 ChannelPipeline& ChannelPipeline::add_before(std::string_view base_name, std::string name,
@@ -268,7 +266,7 @@ ChannelHandlerContext* ChannelPipeline::context(std::string_view name) const noe
 }
 
 ChannelHandlerContext* ChannelPipeline::context(const ChannelHandler& handler) const noexcept {
-  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+  for (auto* c = head_ctx_.next_; c != &tail_ctx_; c = c->next_) {
     if (c->handler_.get() == &handler) {
       return c;
     }
@@ -278,58 +276,58 @@ ChannelHandlerContext* ChannelPipeline::context(const ChannelHandler& handler) c
 
 std::vector<std::string> ChannelPipeline::names() const {
   std::vector<std::string> out;
-  for (auto* c = head_->next_; c != tail_; c = c->next_) {
+  for (auto* c = head_ctx_.next_; c != &tail_ctx_; c = c->next_) {
     out.emplace_back(c->name());
   }
   return out;
 }
 
 ChannelPipeline& ChannelPipeline::fire_channel_active() {
-  head_->invoke_channel_active();
+  head_ctx_.invoke_channel_active();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_inactive() {
-  head_->invoke_channel_inactive();
+  head_ctx_.invoke_channel_inactive();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_read(Message msg) {
-  head_->invoke_channel_read(std::move(msg));
+  head_ctx_.invoke_channel_read(std::move(msg));
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_read_complete() {
-  head_->invoke_channel_read_complete();
+  head_ctx_.invoke_channel_read_complete();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_user_event_triggered(std::any event) {
-  head_->invoke_user_event_triggered(std::move(event));
+  head_ctx_.invoke_user_event_triggered(std::move(event));
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_writability_changed() {
-  head_->invoke_channel_writability_changed();
+  head_ctx_.invoke_channel_writability_changed();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_exception_caught(std::exception_ptr cause) {
-  head_->invoke_exception_caught(std::move(cause));
+  head_ctx_.invoke_exception_caught(std::move(cause));
   return *this;
 }
 
 void ChannelPipeline::write(Message msg, ChannelPromise promise) {
-  tail_->write(std::move(msg), std::move(promise));
+  tail_ctx_.write(std::move(msg), std::move(promise));
 }
 void ChannelPipeline::write_and_flush(Message msg, ChannelPromise promise) {
-  tail_->write_and_flush(std::move(msg), std::move(promise));
+  tail_ctx_.write_and_flush(std::move(msg), std::move(promise));
 }
 ChannelPipeline& ChannelPipeline::flush() {
-  tail_->flush();
+  tail_ctx_.flush();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::read() {
-  tail_->read();
+  tail_ctx_.read();
   return *this;
 }
-void ChannelPipeline::close(ChannelPromise promise) { tail_->close(std::move(promise)); }
+void ChannelPipeline::close(ChannelPromise promise) { tail_ctx_.close(std::move(promise)); }
 void ChannelPipeline::shutdown_output(ChannelPromise promise) {
-  tail_->shutdown_output(std::move(promise));
+  tail_ctx_.shutdown_output(std::move(promise));
 }
 
 }  // namespace niox

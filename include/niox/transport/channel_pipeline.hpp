@@ -97,7 +97,7 @@ class ChannelPipeline {
   ChannelHandlerContext* context(const ChannelHandler& handler) const noexcept;
   // User handler names from head to tail.
   std::vector<std::string> names() const;
-  bool empty() const noexcept { return head_->next_ == tail_; }
+  bool empty() const noexcept { return head_ctx_.next_ == &tail_ctx_; }
 
   // ---- Inbound events, entering at the head -----------------------------------------------
   ChannelPipeline& fire_channel_active();
@@ -151,13 +151,12 @@ class ChannelPipeline {
   void destroy() noexcept;
 
   Channel* channel_;
-  // Inside the pipeline, not beside it: every connection has both, for life.
+  // Inside the pipeline, not beside it: every connection has both, for life (and so no
+  // pointers to them either). The chain head_ctx_ ... tail_ctx_ owns the user contexts between
+  // them (no vector beside it: one allocation fewer per connection); unlink() hands a context
+  // over to removed_.
   ChannelHandlerContext head_ctx_;
   ChannelHandlerContext tail_ctx_;
-  // The chain head_ ... tail_ owns the user contexts between them (no vector beside it: one
-  // allocation fewer per connection); unlink() hands a context over to removed_.
-  ChannelHandlerContext* head_;
-  ChannelHandlerContext* tail_;
   // Freed at depth 0. Made only while a removed context waits for that (most pipelines remove
   // one handler once, a ChannelInitializer): an idle channel keeps a null pointer, not a vector.
   std::unique_ptr<std::vector<std::unique_ptr<ChannelHandlerContext>>> removed_;
