@@ -103,8 +103,9 @@ class AbstractLoopSocketChannel : public Channel {
   // asks costs neither the two syscalls nor the bytes); null before.
   const Addresses* addresses() const;
 
-  std::atomic<bool> closed_without_loop_{false};
   mutable std::atomic<const Addresses*> addresses_{nullptr};
+  // Last: the derived channel's own flags fill the padding behind it.
+  std::atomic<bool> closed_without_loop_{false};
 };
 
 class LoopSocketChannel final : public AbstractLoopSocketChannel {
