@@ -146,7 +146,8 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
   if (coalesce_threshold_ != 0) {
     ByteBuffer& s = rare().scratch;
     if (s.capacity() == 0) {
-      s = ByteBuffer::allocate(std::max(default_scratch_size, 2 * coalesce_threshold_));
+      s = ByteBuffer::allocate(
+          std::max(default_scratch_size, 2 * std::size_t{coalesce_threshold_}));
     }
     s.clear();
     scratch = s.writable_bytes();
@@ -264,7 +265,7 @@ void OutboundBuffer::set_water_mark(WriteBufferWaterMark mark) {
 }
 
 void OutboundBuffer::set_max_bytes_per_write(std::size_t bytes) noexcept {
-  max_bytes_ = std::clamp<std::size_t>(bytes, 1, max_bytes_per_call);
+  max_bytes_ = static_cast<std::uint32_t>(std::clamp<std::size_t>(bytes, 1, max_bytes_per_call));
 }
 
 void OutboundBuffer::adapt_max_bytes_per_write(std::size_t attempted,

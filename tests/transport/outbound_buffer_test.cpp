@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -218,6 +219,19 @@ TEST(OutboundBuffer, AdaptsTheBudgetLikeNetty) {
   EXPECT_EQ(out.max_bytes_per_write(), 64u * 1024);
   out.adapt_max_bytes_per_write(100, 100);  // small full write below the budget: unchanged
   EXPECT_EQ(out.max_bytes_per_write(), 64u * 1024);
+}
+
+// Both are kept in 32 bits: no write is larger than max_bytes_per_call.
+TEST(OutboundBuffer, BudgetAndCoalesceThresholdAreClampedToOneCall) {
+  OutboundBuffer out;
+  out.set_max_bytes_per_write(SIZE_MAX);
+  EXPECT_EQ(out.max_bytes_per_write(), max_bytes_per_call);
+  out.adapt_max_bytes_per_write(max_bytes_per_call, max_bytes_per_call);
+  EXPECT_EQ(out.max_bytes_per_write(), max_bytes_per_call);
+  out.set_coalesce_threshold(SIZE_MAX);
+  EXPECT_EQ(out.coalesce_threshold(), max_bytes_per_call);
+  out.set_coalesce_threshold(64);
+  EXPECT_EQ(out.coalesce_threshold(), 64u);
 }
 
 TEST(OutboundBuffer, TinySegmentsAreCoalescedIntoOneIovec) {

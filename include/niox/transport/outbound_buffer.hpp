@@ -39,6 +39,7 @@
 #include <niox/transport/channel_future.hpp>
 #include <niox/transport/message.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -156,8 +157,11 @@ class OutboundBuffer {
   // offer was near it), one that took less than half of a large offer halves it.
   void adapt_max_bytes_per_write(std::size_t attempted, std::size_t written) noexcept;
 
-  // Pieces of at most this many bytes are coalesced into the scratch buffer (0: never).
-  void set_coalesce_threshold(std::size_t bytes) noexcept { coalesce_threshold_ = bytes; }
+  // Pieces of at most this many bytes are coalesced into the scratch buffer (0: never). Clamped
+  // to max_bytes_per_call, which one write never exceeds.
+  void set_coalesce_threshold(std::size_t bytes) noexcept {
+    coalesce_threshold_ = static_cast<std::uint32_t>(std::min(bytes, max_bytes_per_call));
+  }
   std::size_t coalesce_threshold() const noexcept { return coalesce_threshold_; }
 
  private:
@@ -206,13 +210,15 @@ class OutboundBuffer {
 
   EntryQueue entries_;
   std::uint32_t flushed_ = 0;  // at most entries_.size()
+  // Every channel has one: the two byte counts that never exceed max_bytes_per_call (under
+  // 2^31) take 32 bits each.
+  std::uint32_t max_bytes_ = max_bytes_per_call;
+  std::uint32_t coalesce_threshold_ = 0;
   bool writable_ = true;
   bool in_flight_ = false;  // a gather was handed out and not yet reported
   std::size_t pending_bytes_ = 0;
   WriteBufferWaterMark mark_;
   std::size_t hard_limit_ = default_hard_limit;
-  std::size_t max_bytes_ = max_bytes_per_call;
-  std::size_t coalesce_threshold_ = 0;
   WritabilityListener listener_ = nullptr;
   void* listener_context_ = nullptr;
   std::unique_ptr<Rare, RareDelete> rare_;
