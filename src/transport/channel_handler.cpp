@@ -76,12 +76,19 @@ namespace {
 std::atomic<std::uint64_t> next_context_serial{1};
 }  // namespace
 
-ChannelHandlerContext::ChannelHandlerContext(ChannelPipeline& pipeline, const char* name,
-                                             std::shared_ptr<ChannelHandler> handler)
+ChannelHandlerContext::ChannelHandlerContext(ChannelPipeline& pipeline,
+                                             std::shared_ptr<ChannelHandler> handler, bool embedded)
     : pipeline_(&pipeline),
-      name_(name),
       handler_(std::move(handler)),
-      serial_(next_context_serial.fetch_add(1, std::memory_order_relaxed)) {}
+      serial_(next_context_serial.fetch_add(1, std::memory_order_relaxed)),
+      embedded_(embedded) {}
+
+std::string_view ChannelHandlerContext::name() const noexcept {
+  if (embedded_) {
+    return prev_ == nullptr ? "head" : "tail";  // the head has nothing before it, ever
+  }
+  return reinterpret_cast<const char*>(this + 1);
+}
 
 ChannelHandlerContext* ChannelHandlerContext::create(ChannelPipeline& pipeline,
                                                      std::string_view name,
@@ -91,7 +98,7 @@ ChannelHandlerContext* ChannelHandlerContext::create(ChannelPipeline& pipeline,
   std::memcpy(chars, name.data(), name.size());
   chars[name.size()] = '\0';
   // Nothing below throws: the shared_ptr is moved in.
-  return ::new (mem) ChannelHandlerContext(pipeline, chars, std::move(handler));
+  return ::new (mem) ChannelHandlerContext(pipeline, std::move(handler), /*embedded=*/false);
 }
 
 template <class Op, class Gone>
@@ -288,7 +295,8 @@ void ChannelHandlerContext::invoke_exception_caught(std::exception_ptr cause) {
     log(LogLevel::warn,
         "channel {}: handler '{}' threw from exception_caught: {} (while handling: "
         "{}); closing the channel",
-        channel().id(), name_, detail::describe(std::current_exception()), detail::describe(cause));
+        channel().id(), name(), detail::describe(std::current_exception()),
+        detail::describe(cause));
     channel().close_for_transport();
   }
 }

@@ -61,8 +61,8 @@ std::shared_ptr<ChannelHandler> shared_stateless() {
 
 ChannelPipeline::ChannelPipeline(Channel& channel)
     : channel_(&channel),
-      head_ctx_(*this, "head", shared_stateless<detail::HeadHandler>()),
-      tail_ctx_(*this, "tail", shared_stateless<detail::TailHandler>()) {
+      head_ctx_(*this, shared_stateless<detail::HeadHandler>(), /*embedded=*/true),
+      tail_ctx_(*this, shared_stateless<detail::TailHandler>(), /*embedded=*/true) {
   head_ctx_.next_ = &tail_ctx_;
   tail_ctx_.prev_ = &head_ctx_;
 }
@@ -75,7 +75,7 @@ void ChannelPipeline::destroy() noexcept {
     try {
       unlink(*ctx);
     } catch (...) {
-      log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx->name_,
+      log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx->name(),
           detail::describe(std::current_exception()));
     }
   }

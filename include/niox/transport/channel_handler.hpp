@@ -79,7 +79,7 @@ class ChannelHandlerContext {
   ChannelHandlerContext& operator=(const ChannelHandlerContext&) = delete;
 
   // Valid as long as the context is (see above).
-  std::string_view name() const noexcept { return name_; }
+  std::string_view name() const noexcept;
   ChannelHandler& handler() const noexcept { return *handler_; }
   ChannelPipeline& pipeline() const noexcept { return *pipeline_; }
   Channel& channel() const noexcept;
@@ -115,10 +115,10 @@ class ChannelHandlerContext {
 
  private:
   friend class ChannelPipeline;
-  // `name` must outlive the context: a literal (head, tail), or the characters that
-  // ChannelPipeline allocates with the context, right behind it (see create()).
-  ChannelHandlerContext(ChannelPipeline& pipeline, const char* name,
-                        std::shared_ptr<ChannelHandler> handler);
+  // `embedded`: the pipeline's head or tail, which live inside it and have no name behind
+  // them; every other context is made by create().
+  ChannelHandlerContext(ChannelPipeline& pipeline, std::shared_ptr<ChannelHandler> handler,
+                        bool embedded);
   // A context and its name in one allocation; `delete` frees both.
   static ChannelHandlerContext* create(ChannelPipeline& pipeline, std::string_view name,
                                        std::shared_ptr<ChannelHandler> handler);
@@ -149,14 +149,16 @@ class ChannelHandlerContext {
   void pass_exception_on(std::exception_ptr cause);
 
   // Every connection holds three of these (head, tail and its handler's), so they are kept
-  // small: the name is not a std::string, and the removed flag shares the serial's word.
+  // small: a handler's context keeps its name right behind it, in the same block (create()),
+  // with no pointer to it; the pipeline's own two are "head" and "tail" (embedded_). The flags
+  // share the serial's word.
   ChannelPipeline* pipeline_;
-  const char* name_;
   std::shared_ptr<ChannelHandler> handler_;
   ChannelHandlerContext* prev_ = nullptr;
   ChannelHandlerContext* next_ = nullptr;
-  std::uint64_t serial_ : 63;  // tells this context from a later one at the same address
+  std::uint64_t serial_ : 62;  // tells this context from a later one at the same address
   std::uint64_t removed_ : 1 = false;
+  std::uint64_t embedded_ : 1 = false;  // the pipeline's head or tail: no name behind it
 };
 
 }  // namespace niox
