@@ -661,27 +661,16 @@ void SslHandler::close_after_timeout(ChannelHandlerContext& ctx) {
 // connection, and the alerts could go with it.
 void SslHandler::cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise) {
   closing_ = true;
-  canceled_ = true;
-  inbound_reported_ = true;  // the end of input that follows is no truncation
   close_promises_.push_back(std::move(promise));
-  engine_.close_outbound();
-  wrap_engine_output(ctx);
-  ctx.flush();
+  tell_peer_handshake_canceled(ctx);
   close_after_timeout(ctx);
-  // Last: the handlers that hear of it may close or write again.
-  const std::error_code cause = make_error_code(SslErrc::handshake_canceled);
-  fail_pending(cause);
-  handshake_done(ctx, cause);
+  end_canceled_handshake(ctx);
 }
 
 // As a close mid-handshake does (cancel_handshake), and the connection stays half open.
 void SslHandler::cancel_handshake_output(ChannelHandlerContext& ctx, ChannelPromise promise) {
-  canceled_ = true;
-  inbound_reported_ = true;  // the end of input that follows is no truncation
   fin_promises_.push_back(std::move(promise));
-  engine_.close_outbound();
-  wrap_engine_output(ctx);
-  ctx.flush();
+  tell_peer_handshake_canceled(ctx);
   send_fin_when_said(ctx);
   if (!fin_promises_.empty()) {
     // OpenSSL says close_notify once it has read the peer's flight; a peer that never sends
@@ -692,6 +681,19 @@ void SslHandler::cancel_handshake_output(ChannelHandlerContext& ctx, ChannelProm
       }
     });
   }
+  end_canceled_handshake(ctx);
+}
+
+void SslHandler::tell_peer_handshake_canceled(ChannelHandlerContext& ctx) {
+  canceled_ = true;
+  inbound_reported_ = true;  // the end of input that follows is no truncation
+  engine_.close_outbound();
+  wrap_engine_output(ctx);
+  ctx.flush();
+}
+
+// Last: the handlers that hear of it may close or write again.
+void SslHandler::end_canceled_handshake(ChannelHandlerContext& ctx) {
   const std::error_code cause = make_error_code(SslErrc::handshake_canceled);
   fail_pending(cause);
   handshake_done(ctx, cause);

@@ -130,6 +130,26 @@ class SslHandlerTest : public DescriptorCheckedTest {
     return server.start(InetSocketAddress::loopback_v4(0));
   }
 
+  // A TLS server whose application does nothing; `raw` gets what reached the server in front
+  // of its SslHandler (on its loop: read it once the connection closed).
+  SocketAddress serve_tapped_tls(TestServer& server, ServerLog& log,
+                                 std::shared_ptr<std::vector<std::byte>> raw) {
+    server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
+      auto tap = std::make_shared<LambdaHandler>();
+      tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
+        auto b = m.get<ByteBuffer>().bytes();
+        raw->insert(raw->end(), b.begin(), b.end());
+        ctx.fire_channel_read(std::move(m));
+      };
+      ch.pipeline().add_last("tap", tap);
+      ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
+      auto h = std::make_shared<LambdaHandler>();
+      log.watch(*h);
+      ch.pipeline().add_last("app", h);
+    }));
+    return server.start(InetSocketAddress::loopback_v4(0));
+  }
+
   // Connects a niox TLS client, sends `data` in `pieces` writes flushed together, and returns
   // what came back once as many bytes arrived; closes with close_notify.
   std::vector<std::byte> tls_round_trip(EventLoopGroup& group, const SocketAddress& addr,
@@ -537,22 +557,8 @@ TEST_P(SslHandlerTest, ServerClosingMidHandshakeSendsUserCanceledThenCloseNotify
 TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify) {
   ServerLog log;
   TestServer server(options(), 1);
-  // What reached the server, in front of its SslHandler (its loop's; read once it closed).
   auto raw = std::make_shared<std::vector<std::byte>>();
-  server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
-    auto tap = std::make_shared<LambdaHandler>();
-    tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
-      auto b = m.get<ByteBuffer>().bytes();
-      raw->insert(raw->end(), b.begin(), b.end());
-      ctx.fire_channel_read(std::move(m));
-    };
-    ch.pipeline().add_last("tap", tap);
-    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
-    auto h = std::make_shared<LambdaHandler>();
-    log.watch(*h);
-    ch.pipeline().add_last("app", h);
-  }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_tapped_tls(server, log, raw);
 
   EventLoopGroup group(TestServer::group_options(options(), 1));
   auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));
@@ -586,20 +592,7 @@ TEST_P(SslHandlerTest, ClientShuttingDownOutputMidHandshakeSendsTheAlertsBeforeT
   ServerLog log;
   TestServer server(options(), 1);
   auto raw = std::make_shared<std::vector<std::byte>>();
-  server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
-    auto tap = std::make_shared<LambdaHandler>();
-    tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
-      auto b = m.get<ByteBuffer>().bytes();
-      raw->insert(raw->end(), b.begin(), b.end());
-      ctx.fire_channel_read(std::move(m));
-    };
-    ch.pipeline().add_last("tap", tap);
-    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
-    auto h = std::make_shared<LambdaHandler>();
-    log.watch(*h);
-    ch.pipeline().add_last("app", h);
-  }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  SocketAddress addr = serve_tapped_tls(server, log, raw);
 
   EventLoopGroup group(TestServer::group_options(options(), 1));
   auto ssl = std::make_shared<SslHandler>(client_ssl.new_engine("localhost"));

@@ -138,6 +138,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void fail_pending(std::error_code cause);
   void cancel_handshake(ChannelHandlerContext& ctx, ChannelPromise promise);
   void cancel_handshake_output(ChannelHandlerContext& ctx, ChannelPromise promise);
+  // What both cancels do first (the engine's alerts, or its close_notify once it can) and last
+  // (the handshake and the writes that waited for it fail as canceled).
+  void tell_peer_handshake_canceled(ChannelHandlerContext& ctx);
+  void end_canceled_handshake(ChannelHandlerContext& ctx);
   // The FIN of a shutdown_output during the handshake, once the engine has said its last.
   void send_fin_when_said(ChannelHandlerContext& ctx);
   void send_fin(ChannelHandlerContext& ctx);
