@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 namespace niox {
@@ -68,21 +69,44 @@ std::string_view to_string(HandshakeStatus status) noexcept {
   return "?";
 }
 
+// One method for every engine's write BIO, made on first use; null when OpenSSL cannot make one
+// (no memory), which fails the engine's construction.
+BIO_METHOD* SslEngine::Impl::direct_method() noexcept {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "niox engine output");
+    if (m != nullptr &&
+        (BIO_meth_set_write_ex(m, &Impl::direct_write) != 1 ||
+         BIO_meth_set_ctrl(m, &Impl::direct_ctrl) != 1 || BIO_meth_set_create(m, [](BIO* b) {
+                                                            BIO_set_init(b, 1);
+                                                            return 1;
+                                                          }) != 1)) {
+      BIO_meth_free(m);
+      m = nullptr;
+    }
+    return m;
+  }();
+  return method;
+}
+
 SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_view peer_host,
                       std::uint16_t peer_port)
     : client_(context->is_client()), context_(std::move(context)) {
   ssl_ = SSL_new(context_->ctx());
   network_in_ = BIO_new(BIO_s_mem());
-  network_out_ = BIO_new(BIO_s_mem());
-  if (ssl_ == nullptr || network_in_ == nullptr || network_out_ == nullptr) {
+  network_out_ = direct_method() != nullptr ? BIO_new(direct_method()) : nullptr;
+  pending_out_ = BIO_new(BIO_s_mem());
+  if (network_out_ != nullptr) BIO_set_data(network_out_, this);
+  if (ssl_ == nullptr || network_in_ == nullptr || network_out_ == nullptr ||
+      pending_out_ == nullptr) {
     BIO_free(network_in_);
     BIO_free(network_out_);
+    BIO_free(pending_out_);
     SSL_free(ssl_);
     throw std::bad_alloc();
   }
   // An empty input BIO means "wait for more", never end of file.
   BIO_set_mem_eof_return(network_in_, -1);
-  BIO_set_mem_eof_return(network_out_, -1);
+  BIO_set_mem_eof_return(pending_out_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
   SSL_set_app_data(ssl_, this);
   SSL_set_msg_callback(ssl_, &Impl::on_message);
@@ -101,6 +125,7 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
       if (SSL_set_tlsext_host_name(ssl_, host.c_str()) != 1 ||
           SSL_set1_host(ssl_, host.c_str()) != 1) {
         SSL_free(ssl_);
+        BIO_free(pending_out_);
         throw std::system_error(
             detail::take_openssl_error(nullptr, make_error_code(SslErrc::bad_configuration)),
             "SslContext::new_engine");
@@ -115,7 +140,35 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   }
 }
 
-SslEngine::Impl::~Impl() { SSL_free(ssl_); }
+SslEngine::Impl::~Impl() {
+  SSL_free(ssl_);
+  BIO_free(pending_out_);
+}
+
+int SslEngine::Impl::direct_write(BIO* bio, const char* data, std::size_t len,
+                                  std::size_t* written) {
+  auto* self = static_cast<Impl*>(BIO_get_data(bio));
+  ByteBuffer* dst = self->direct_;
+  // Straight into wrap's destination, unless something waits before it (order) or it does not
+  // fit (never, for the records wrap asked for; a caller's BIO_write of its own goes pending).
+  if (dst != nullptr && BIO_ctrl_pending(self->pending_out_) == 0 && dst->remaining() >= len) {
+    std::memcpy(dst->writable_bytes().data(), data, len);
+    dst->position(dst->position() + len);
+    *written = len;
+    return 1;
+  }
+  return BIO_write_ex(self->pending_out_, data, len, written);
+}
+
+long SslEngine::Impl::direct_ctrl(BIO* bio, int cmd, long, void*) {
+  auto* self = static_cast<Impl*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;  // nothing is held back from wrap
+    case BIO_CTRL_PENDING:
+    case BIO_CTRL_WPENDING: return static_cast<long>(BIO_ctrl_pending(self->pending_out_));
+    default: return 0;  // no kTLS, no datagrams, no chaining
+  }
+}
 
 void SslEngine::Impl::switch_context(SSL* ssl, const SslContext& context) {
   SSL_set_SSL_CTX(ssl, context.impl_->ctx());
@@ -131,7 +184,7 @@ bool SslEngine::Impl::remember_session(SSL* ssl, SSL_SESSION* session) {
 }
 
 std::size_t SslEngine::Impl::pending_output() const noexcept {
-  return BIO_ctrl_pending(network_out_);
+  return BIO_ctrl_pending(pending_out_);
 }
 
 std::size_t SslEngine::Impl::drain_output(ByteBuffer& dst) noexcept {
@@ -139,7 +192,7 @@ std::size_t SslEngine::Impl::drain_output(ByteBuffer& dst) noexcept {
   if (n == 0) {
     return 0;
   }
-  const int got = BIO_read(network_out_, dst.writable_bytes().data(), static_cast<int>(n));
+  const int got = BIO_read(pending_out_, dst.writable_bytes().data(), static_cast<int>(n));
   if (got <= 0) {
     return 0;
   }
@@ -268,9 +321,15 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
   }
   ERR_clear_error();
   std::size_t written = 0;
-  if (SSL_write_ex(ssl_, data, chunk, &written) != 1) {
+  const std::size_t dst_before = dst.position();
+  direct_ = &dst;  // the record fits: checked above
+  const int wrote = SSL_write_ex(ssl_, data, chunk, &written);
+  direct_ = nullptr;
+  const std::size_t direct = dst.position() - dst_before;
+  if (direct > 0) exchanged_ = true;
+  if (wrote != 1) {
     fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
-    return result(SslEngineStatus::closed, 0, 0);
+    return result(SslEngineStatus::closed, 0, direct);
   }
   std::size_t left = written;
   for (auto it = first; left > 0; ++it) {
@@ -278,7 +337,7 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
     it->position(it->position() + n);
     left -= n;
   }
-  return result(SslEngineStatus::ok, written, drain_output(dst));
+  return result(SslEngineStatus::ok, written, direct + drain_output(dst));
 }
 
 SslEngineResult SslEngine::Impl::unwrap(ByteBuffer& src, std::span<ByteBuffer> dsts,
@@ -419,7 +478,7 @@ void SslEngine::Impl::close_outbound() noexcept {
 void SslEngine::Impl::queue_plaintext_alert(std::uint8_t description) noexcept {
   // TLS 1.3 and 1.2 records alike carry 0x0303 (RFC 8446 5.1), and niox offers no older one.
   const std::uint8_t record[] = {alert_record, 3, 3, 0, 2, SSL3_AL_WARNING, description};
-  BIO_write(network_out_, record, sizeof record);
+  BIO_write(pending_out_, record, sizeof record);
 }
 
 bool SslEngine::Impl::is_outbound_done() const noexcept {

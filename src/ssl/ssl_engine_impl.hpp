@@ -78,8 +78,18 @@ class SslEngine::Impl {
                          std::size_t produced) noexcept;
 
   std::shared_ptr<SslContext::Impl> context_;
-  BIO* network_in_ = nullptr;   // owned by ssl_
-  BIO* network_out_ = nullptr;  // owned by ssl_
+  BIO* network_in_ = nullptr;  // owned by ssl_
+  // OpenSSL's write BIO (owned by ssl_): while wrap encrypts application data it copies each
+  // record straight into wrap's destination (direct_), which wrap has checked holds a whole
+  // record; everything else (handshake flights, alerts, close_notify) waits in pending_out_,
+  // as in a memory BIO, until wrap drains it. A memory BIO alone cost a second copy of every
+  // record: into the BIO, and out of it.
+  BIO* network_out_ = nullptr;
+  BIO* pending_out_ = nullptr;  // ours
+  ByteBuffer* direct_ = nullptr;
+  static BIO_METHOD* direct_method() noexcept;
+  static int direct_write(BIO* bio, const char* data, std::size_t len, std::size_t* written);
+  static long direct_ctrl(BIO* bio, int cmd, long num, void* ptr);
   std::string session_key_;
   std::vector<std::byte> gather_;
   bool started_ = false;

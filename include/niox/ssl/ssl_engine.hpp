@@ -37,7 +37,7 @@
 //     peer: wrap() until it returns CLOSED sends it. Later calls fail with
 //     SslErrc::engine_closed. The std::error_code& overloads report the same without throwing.
 //
-// Ownership.  The engine is move-only and owns its OpenSSL connection and memory BIOs. It
+// Ownership.  The engine is move-only and owns its OpenSSL connection and its BIOs. It
 // holds its SslContext alive. Buffers passed to wrap/unwrap are used only during the call.
 // Threads: one thread at a time, like Java's.
 #pragma once
