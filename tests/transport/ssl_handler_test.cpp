@@ -509,6 +509,41 @@ class HandDrivenClient {
   std::vector<std::byte> received_;
 };
 
+// A TLS server whose application only reports into `log` (and counts what it reads into
+// `reads`, if given), and a hand-driven client that has read the server's encrypted flight up
+// to its Finished: the client's own Finished waits to be sent. The server's channel and
+// SslHandler, or nulls after a failure (reported).
+std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>> read_server_flight(
+    TestServer& server, ServerLog& log, const SslContext& server_ssl, const SslContext& client_ssl,
+    std::unique_ptr<HandDrivenClient>& client, std::shared_ptr<std::atomic<int>> reads = nullptr) {
+  using Accepted = std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>>;
+  auto accepted = std::make_shared<std::promise<Accepted>>();
+  server.bootstrap().child_handler(init([server_ssl, &log, accepted, reads](Channel& ch) {
+    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
+    ch.pipeline().add_last("ssl", ssl);
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_read = [reads](ChannelHandlerContext&, Message) {
+      if (reads) ++*reads;
+    };
+    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
+    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
+    ch.pipeline().add_last("app", h);
+    accepted->set_value({ch.shared_from_this(), ssl});
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  client = std::make_unique<HandDrivenClient>(addr, client_ssl.new_engine("localhost"));
+  client->send_engine_output();  // the ClientHello
+  std::error_code ec;
+  client->unwrap_until(
+      [](const SslEngineResult& r) { return r.handshake_status == HandshakeStatus::need_wrap; },
+      ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(client->engine().handshake_status(), HandshakeStatus::need_wrap);
+  if (ec) return {};
+  auto af = accepted->get_future();
+  return wait_for(af);
+}
+
 // The handshake has begun (the SslHandler before the application started it on activation)
 // and the server gives up on the connection at once, as a limit on connections would: the
 // client hears why, in the plaintext alerts a TLS peer sends when it cancels (RFC 8446 6.1),
@@ -552,6 +587,21 @@ TEST_P(SslHandlerTest, ServerClosingMidHandshakeSendsUserCanceledThenCloseNotify
   EXPECT_TRUE(errors.empty()) << "the side that closed reports " << errors.front().message();
 }
 
+// What a server (serve_tapped_tls) hears from a client that gave up right after its
+// ClientHello: the ClientHello, user_canceled and close_notify, and its handshake fails as
+// canceled, not as a truncation. Waits for the server's connection to close.
+void expect_canceled_after_client_hello(ServerLog& log, const std::vector<std::byte>& raw) {
+  log.wait_closed(1);
+  auto records = split_records(raw);
+  ASSERT_EQ(records.size(), 3u) << raw.size() << " bytes arrived";
+  EXPECT_EQ(records[0].type, 22) << "the ClientHello";
+  EXPECT_TRUE(is_warning_alert(records[1], user_canceled));
+  EXPECT_TRUE(is_warning_alert(records[2], close_notify));
+  const auto errors = log.errors_seen();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], SslErrc::handshake_canceled) << errors[0].message();
+}
+
 // The client gives up right after its ClientHello left: the server reads the two alerts
 // behind it, and its handshake fails as canceled, not as a truncation.
 TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify) {
@@ -573,15 +623,7 @@ TEST_P(SslHandlerTest, ClientClosingMidHandshakeSendsUserCanceledThenCloseNotify
   EXPECT_FALSE(await_for(f.channel()->close_future()));
   EXPECT_EQ(exceptions->load(), 0) << "the side that closed reports no error";
 
-  log.wait_closed(1);
-  auto records = split_records(*raw);
-  ASSERT_EQ(records.size(), 3u) << raw->size() << " bytes arrived";
-  EXPECT_EQ(records[0].type, 22) << "the ClientHello";
-  EXPECT_TRUE(is_warning_alert(records[1], user_canceled));
-  EXPECT_TRUE(is_warning_alert(records[2], close_notify));
-  const auto errors = log.errors_seen();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0], SslErrc::handshake_canceled) << errors[0].message();
+  expect_canceled_after_client_hello(log, *raw);
   group.shutdown_gracefully();
 }
 
@@ -608,15 +650,7 @@ TEST_P(SslHandlerTest, ClientShuttingDownOutputMidHandshakeSendsTheAlertsBeforeT
   EXPECT_FALSE(await_for(wait_for(sf)));
   EXPECT_FALSE(await_for(f.channel()->close_future()));  // the server closed its side
 
-  log.wait_closed(1);
-  auto records = split_records(*raw);
-  ASSERT_EQ(records.size(), 3u) << raw->size() << " bytes arrived";
-  EXPECT_EQ(records[0].type, 22) << "the ClientHello";
-  EXPECT_TRUE(is_warning_alert(records[1], user_canceled));
-  EXPECT_TRUE(is_warning_alert(records[2], close_notify));
-  const auto errors = log.errors_seen();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0], SslErrc::handshake_canceled) << errors[0].message();
+  expect_canceled_after_client_hello(log, *raw);
   group.shutdown_gracefully();
 }
 
@@ -628,32 +662,12 @@ TEST_P(SslHandlerTest, ClientShuttingDownOutputMidHandshakeSendsTheAlertsBeforeT
 TEST_P(SslHandlerTest, ServerClosingAfterItsEncryptedFlightSendsCloseNotifyOnceTheHandshakeEnds) {
   ServerLog log;
   TestServer server(options(), 1);
-  using Accepted = std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>>;
-  auto accepted = std::make_shared<std::promise<Accepted>>();
   auto reads = std::make_shared<std::atomic<int>>(0);
-  server.bootstrap().child_handler(init([this, &log, accepted, reads](Channel& ch) {
-    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
-    ch.pipeline().add_last("ssl", ssl);
-    auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [reads](ChannelHandlerContext&, Message) { ++*reads; };
-    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
-    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
-    ch.pipeline().add_last("app", h);
-    accepted->set_value({ch.shared_from_this(), ssl});
-  }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-
-  HandDrivenClient client(addr, client_ssl.new_engine("localhost"));
-  client.send_engine_output();  // the ClientHello
+  std::unique_ptr<HandDrivenClient> hand;
+  auto [channel, ssl] = read_server_flight(server, log, server_ssl, client_ssl, hand, reads);
+  ASSERT_TRUE(channel && hand);
+  HandDrivenClient& client = *hand;
   std::error_code ec;
-  // The server's flight, up to its Finished: the client's own Finished then waits to be sent.
-  client.unwrap_until(
-      [](const SslEngineResult& r) { return r.handshake_status == HandshakeStatus::need_wrap; },
-      ec);
-  ASSERT_FALSE(ec) << ec.message();
-  ASSERT_EQ(client.engine().handshake_status(), HandshakeStatus::need_wrap);
-  auto af = accepted->get_future();
-  auto [channel, ssl] = wait_for(af);
   channel->close();
   EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
 
@@ -680,28 +694,11 @@ TEST_P(SslHandlerTest, ServerClosingAfterItsEncryptedFlightSendsCloseNotifyOnceT
 TEST_P(SslHandlerTest, ServerShuttingDownOutputAfterItsEncryptedFlightSendsCloseNotifyThenFin) {
   ServerLog log;
   TestServer server(options(), 1);
-  using Accepted = std::pair<std::shared_ptr<Channel>, std::shared_ptr<SslHandler>>;
-  auto accepted = std::make_shared<std::promise<Accepted>>();
-  server.bootstrap().child_handler(init([this, &log, accepted](Channel& ch) {
-    auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
-    ch.pipeline().add_last("ssl", ssl);
-    auto h = std::make_shared<LambdaHandler>();
-    h->on_exception = [&log](ChannelHandlerContext&, std::exception_ptr e) { log.error(e); };
-    h->on_inactive = [&log](ChannelHandlerContext&) { ++log.closed; };
-    ch.pipeline().add_last("app", h);
-    accepted->set_value({ch.shared_from_this(), ssl});
-  }));
-  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
-
-  HandDrivenClient client(addr, client_ssl.new_engine("localhost"));
-  client.send_engine_output();  // the ClientHello
+  std::unique_ptr<HandDrivenClient> hand;
+  auto [channel, ssl] = read_server_flight(server, log, server_ssl, client_ssl, hand);
+  ASSERT_TRUE(channel && hand);
+  HandDrivenClient& client = *hand;
   std::error_code ec;
-  client.unwrap_until(
-      [](const SslEngineResult& r) { return r.handshake_status == HandshakeStatus::need_wrap; },
-      ec);
-  ASSERT_FALSE(ec) << ec.message();
-  auto af = accepted->get_future();
-  auto [channel, ssl] = wait_for(af);
   ChannelFuture shutdown = channel->shutdown_output();
   EXPECT_EQ(await_for(ssl->handshake_future()), SslErrc::handshake_canceled);
   EXPECT_FALSE(shutdown.is_done()) << "the FIN left before the close_notify it must follow";
