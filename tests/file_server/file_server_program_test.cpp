@@ -2,6 +2,7 @@
 // tiny client (and by curl where it is installed).
 #include "http_fields.hpp"
 #include "support/backends.hpp"
+#include "support/blocking_connect.hpp"
 #include "support/child_process.hpp"
 #include "support/listening_sockets.hpp"
 
@@ -56,7 +57,7 @@ std::string http_exchange(std::uint16_t port, const std::string& request) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+  if (niox::test::connect_blocking(fd, reinterpret_cast<sockaddr*>(&a), sizeof a, 5000) == 0) {
     std::size_t sent = 0;
     while (sent < request.size()) {
       ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

@@ -6,6 +6,7 @@
 #include <niox/transport/bootstrap.hpp>
 
 #include "backends.hpp"
+#include "blocking_connect.hpp"
 #include "open_fds.hpp"
 #include "temp_dir.hpp"
 
@@ -108,18 +109,7 @@ class PeerSocket {
     ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_storage ss{};
     socklen_t len = to.to_native(ss);
-    int rc = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&ss), len);
-    if (rc != 0 && errno == EINTR) {
-      // The connection goes on in the background: wait for it.
-      pollfd p{fd_.get(), POLLOUT, 0};
-      int err = 0;
-      socklen_t el = sizeof err;
-      rc = (::poll(&p, 1, 20000) == 1 &&
-            ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
-               ? 0
-               : -1;
-      if (rc != 0 && err != 0) errno = err;
-    }
+    int rc = connect_blocking(fd_.get(), reinterpret_cast<sockaddr*>(&ss), len, 20000);
     if (rc != 0) throw std::system_error(errno, std::system_category(), "connect");
   }
   PeerSocket(const PeerSocket&) = delete;

@@ -3,6 +3,7 @@
 #include <niox/base/file_descriptor.hpp>
 
 #include "support/backends.hpp"
+#include "support/blocking_connect.hpp"
 #include "support/child_process.hpp"
 #include "temp_dir.hpp"
 #include "transfer_protocol.hpp"
@@ -126,7 +127,8 @@ niox::FileDescriptor connect_to(std::uint16_t port) {
   timeval tv{5, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  if (niox::test::connect_blocking(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a, 5000) !=
+      0) {
     return {};
   }
   return fd;
