@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <string>
 #include <thread>
@@ -56,6 +57,7 @@ TEST_P(CoroutineEchoServer, AHalfClosedClientGetsItsEchoThenEndOfStream) {
     std::byte piece[16384];
     for (;;) {
       ssize_t k = ::recv(peer.fd(), piece, sizeof piece, 0);
+      if (k < 0 && errno == EINTR) continue;
       if (k <= 0) break;
       echo.insert(echo.end(), piece, piece + k);
     }
@@ -63,6 +65,7 @@ TEST_P(CoroutineEchoServer, AHalfClosedClientGetsItsEchoThenEndOfStream) {
   std::size_t sent = 0;
   while (sent < data.size()) {
     ssize_t n = ::send(peer.fd(), data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     ASSERT_GT(n, 0);
     sent += static_cast<std::size_t>(n);
   }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -90,6 +91,7 @@ class BlockingHttpServer {
       msg.msg_iov = rest;
       msg.msg_iovlen = static_cast<std::size_t>(n);
       ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
       if (w <= 0) return false;
       sent += static_cast<std::size_t>(w);
     }
@@ -103,6 +105,7 @@ class BlockingHttpServer {
     char buf[16384];
     while (true) {
       ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;
       pending.append(buf, static_cast<std::size_t>(n));
       while (true) {
@@ -117,6 +120,7 @@ class BlockingHttpServer {
             std::uint64_t left = r.file_count;
             while (left > 0) {
               ssize_t w = ::sendfile(fd, r.file.get(), &off, left);
+              if (w < 0 && errno == EINTR) continue;
               if (w <= 0) return;
               left -= static_cast<std::uint64_t>(w);
             }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -111,7 +112,9 @@ TEST_F(CurlInteropTest, PipelinedRequestsOnARawSocket) {
   std::string got;
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+  }
   socket.reset();
   std::vector<std::string> statuses;
   for (std::size_t pos = 0; (pos = got.find("HTTP/1.1 ", pos)) != std::string::npos; pos += 9) {

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <functional>
 #include <future>
 #include <string>
@@ -49,11 +50,37 @@ std::pair<int, int> tcp_pair() {
   return {client, server};
 }
 
+// On the pair's sockets (they have timeouts) a blocking call the kernel interrupts is not
+// restarted: it fails with EINTR, or comes back short. These go on until all `size` bytes went or
+// came (fewer only after an error, a timeout or the end of the stream).
+std::size_t send_all(int fd, const void* data, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::send(fd, static_cast<const char*>(data) + done, size - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+std::size_t recv_all(int fd, void* data, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::recv(fd, static_cast<char*>(data) + done, size - done, MSG_WAITALL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
 // The receiving side as the program will run it. Returns the reply status it sent.
 TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
   std::byte buf[4096];
   while (rx.phase() == TransferReceiver::Phase::header) {
     ssize_t n = ::read(sock, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       rx.abort();
       ec = TransferErrc::truncated;
@@ -62,7 +89,7 @@ TransferStatus receive(int sock, TransferReceiver& rx, std::error_code& ec) {
     auto in = ByteBuffer::wrap(std::span(buf, static_cast<std::size_t>(n)));
     if ((ec = rx.on_header_bytes(in))) {
       auto reply = encode_reply(TransferStatus::refused, "refused the header: " + ec.message());
-      ::send(sock, reply.bytes().data(), reply.remaining(), MSG_NOSIGNAL);
+      send_all(sock, reply.bytes().data(), reply.remaining());
       return TransferStatus::refused;
     }
     if (rx.phase() != TransferReceiver::Phase::header && (ec = rx.reserve_body())) {
@@ -141,16 +168,17 @@ TEST_F(LoopbackTransferTest, ZeroCopyBothEndsAndVerified) {
   std::error_code ec;
   auto plan = prepare_send(src_ / "payload.bin", ec);
   ASSERT_FALSE(ec);
-  ASSERT_EQ(
-      ::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL),
-      static_cast<ssize_t>(plan.header_bytes.remaining()));
+  ASSERT_EQ(send_all(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining()),
+            plan.header_bytes.remaining());
   off_t off = 0;
   while (static_cast<std::uint64_t>(off) < plan.size) {
-    ASSERT_GT(::sendfile(client, plan.fd.get(), &off, plan.size - static_cast<std::uint64_t>(off)),
-              0);
+    ssize_t n =
+        ::sendfile(client, plan.fd.get(), &off, plan.size - static_cast<std::uint64_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0);
   }
   std::byte reply[reply_size];
-  ASSERT_EQ(::recv(client, reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(reply_size));
+  ASSERT_EQ(recv_all(client, reply, sizeof reply), reply_size);
   EXPECT_FALSE(check_reply(reply));
   EXPECT_EQ(receiver.get(), TransferStatus::ok);
   EXPECT_TRUE(dst_.read("payload.bin") == body_);
@@ -169,7 +197,7 @@ TEST_F(LoopbackTransferTest, SenderGoneMidBodyLeavesNoFile) {
   std::error_code ec;
   auto plan = prepare_send(src_ / "payload.bin", ec);
   ASSERT_FALSE(ec);
-  ::send(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining(), MSG_NOSIGNAL);
+  send_all(client, plan.header_bytes.bytes().data(), plan.header_bytes.remaining());
   off_t off = 0;
   ::sendfile(client, plan.fd.get(), &off, plan.size / 2);
   c.reset();  // the sender dies mid-body
@@ -193,13 +221,9 @@ TEST_F(LoopbackTransferTest, CorruptionInFlightIsCaughtAndReported) {
   std::string wire(plan.header_bytes.string_view());
   wire += body_;
   wire[wire.size() - 1000] ^= 0x40;  // one flipped bit the checksum must see
-  for (std::size_t sent = 0; sent < wire.size();) {
-    ssize_t n = ::send(client, wire.data() + sent, wire.size() - sent, MSG_NOSIGNAL);
-    ASSERT_GT(n, 0);
-    sent += static_cast<std::size_t>(n);
-  }
+  ASSERT_EQ(send_all(client, wire.data(), wire.size()), wire.size());
   std::byte reply[reply_size];
-  ASSERT_EQ(::recv(client, reply, sizeof reply, MSG_WAITALL), static_cast<ssize_t>(reply_size));
+  ASSERT_EQ(recv_all(client, reply, sizeof reply), reply_size);
   EXPECT_EQ(check_reply(reply), TransferErrc::checksum_mismatch);
   EXPECT_EQ(receiver.get(), TransferStatus::checksum_mismatch);
   EXPECT_EQ(dst_.list(), Names{});
@@ -216,14 +240,13 @@ TEST_F(LoopbackTransferTest, NotATransferStreamIsRefusedWithAReply) {
     return st;
   });
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  ::send(client, http.data(), http.size(), MSG_NOSIGNAL);
+  send_all(client, http.data(), http.size());
   std::byte reply[reply_size + 2 + 64];
-  ASSERT_EQ(::recv(client, reply, reply_size + 2, MSG_WAITALL),
-            static_cast<ssize_t>(reply_size + 2));
+  ASSERT_EQ(recv_all(client, reply, reply_size + 2), reply_size + 2);
   EXPECT_EQ(check_reply(reply), TransferErrc::refused);
   const std::size_t rest = reply_length(std::span(reply).first(reply_size + 2)) - reply_size - 2;
   ASSERT_LE(rest, 64u);
-  ASSERT_EQ(::recv(client, reply + reply_size + 2, rest, MSG_WAITALL), static_cast<ssize_t>(rest));
+  ASSERT_EQ(recv_all(client, reply + reply_size + 2, rest), rest);
   EXPECT_EQ(decode_reason(std::span(reply).first(reply_size + 2 + rest)),
             "refused the header: bad magic (not a niox-transfer stream)");
   EXPECT_EQ(receiver.get(), TransferStatus::refused);

@@ -83,7 +83,7 @@ TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {
   std::vector<bool> open(kConnections, true);
   for (int i = 0; i < kConnections; ++i) {
     peers.push_back(std::make_unique<PeerSocket>(addr));
-    ASSERT_EQ(::send(peers.back()->fd(), "x", 1, MSG_NOSIGNAL), 1);
+    peers.back()->send_all("x");
   }
   int still_open = kConnections;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -557,7 +558,10 @@ TEST_P(SocketTransportTest, HeaderHeldForAFailedRegionIsPushed) {
   auto u = unsent_after_drain.get_future();
   EXPECT_EQ(wait_for(u), 0);
   char buf[16];
-  EXPECT_EQ(::recv(peer.fd(), buf, sizeof buf, 0), 6);
+  ssize_t n;
+  while ((n = ::recv(peer.fd(), buf, sizeof buf, 0)) < 0 && errno == EINTR) {
+  }
+  EXPECT_EQ(n, 6);
   peer.close();
 }
 
