@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -739,6 +740,30 @@ bool EventLoop::backend_available(BackendKind kind) {
 
 BackendKind EventLoop::backend() const noexcept { return core_->kind(); }
 bool EventLoop::has_multishot_receive() const noexcept { return core_->multishot_receive(); }
+
+std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec) {
+  ec.clear();
+  const auto room = dst.writable_bytes();
+  if (room.empty()) return 0;
+  ssize_t n;
+  do {
+    n = ::recv(fd, room.data(), room.size(), MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      core_->record_read(fd, detail::LastRead::drained);
+    } else {
+      ec = std::error_code(errno, std::generic_category());
+    }
+    return 0;
+  }
+  if (n == 0) return -1;
+  const auto got = static_cast<std::size_t>(n);
+  dst.position(dst.position() + got);
+  detail::AtomicCounters::add(core_->stats().bytes_read, got);
+  core_->record_read(fd, got < room.size() ? detail::LastRead::drained : detail::LastRead::filled);
+  return n;
+}
 void EventLoop::run() {
   bind_thread(detail::current_thread_id());
   LoopThreadScope scope;

@@ -89,6 +89,8 @@ class LoopCore {
   void hand(Operation& op, Completion& c) noexcept;
   // What the last read of the operation's descriptor found; nullptr once detached.
   LastRead* last_read(const Operation& op) noexcept;
+  // What a read made outside any operation (EventLoop::receive_now) found on fd.
+  void record_read(int fd, LastRead found) { fd_state(fd).last_read = found; }
   // The pipe pair every transfer_from splices through, one at a time (each step empties it).
   SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
   // receive_multishot: how many of the operation's ring buffers are out (queued or held by the

@@ -364,7 +364,9 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
     ByteBuffer b = recv_.allocate();
     recv_.attempted_bytes_read(b.remaining());
     std::error_code e;
-    std::int64_t k = Socket(fd_.get()).read_now(b, e);  // one recv(MSG_DONTWAIT), nothing allocated
+    // One recv(MSG_DONTWAIT) that tells the loop whether it drained the socket, so the next
+    // receive neither tries an empty socket nor waits on a full one.
+    std::int64_t k = event_loop().receive_now(fd_.get(), b, e);
     if (k == 0 && !e) {
       recv_.last_bytes_read(0);
       break;

@@ -2,6 +2,7 @@
 // be read. Run on every backend this machine has.
 #include <niox/buffer/buffer_pool.hpp>
 #include <niox/buffer/byte_buffer.hpp>
+#include <niox/base/file_descriptor.hpp>
 #include <niox/loop/event_loop.hpp>
 
 #include "support/backends.hpp"
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,7 +150,50 @@ TEST_P(ReceiveTest, AFullReadThenAnEmptySocketHoldsNoBuffer) {
   ASSERT_TRUE(run_until(loop, [&] { return receives == 2; }));
   EXPECT_EQ(got, std::string(first, 'x') + "late");
   const LoopCounters c = loop.counters();
-  if (c.speculative_receives > 0) EXPECT_EQ(c.speculative_misses, 1u);
+  if (c.speculative_receives > 0) {
+    EXPECT_EQ(c.speculative_misses, 1u);
+  }
+}
+
+// receive_now: one recv now. Bytes advance the buffer's position; an empty socket is 0 without
+// an error; end of stream is -1; an error is 0 with the error. The loop keeps what it found for
+// the next receive: after a read that drained the socket no receive tries it speculatively.
+TEST_P(ReceiveTest, ReceiveNowReadsWhatWaitsAndTellsEmptyEndAndError) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  std::error_code ec;
+  ByteBuffer dst = ByteBuffer::allocate(8);
+  dst.put(std::as_bytes(std::span("ab", 2)));
+  EXPECT_EQ(loop.receive_now(b.get(), dst, ec), 0);
+  EXPECT_FALSE(ec) << ec.message();
+  ASSERT_EQ(::write(a.get(), "0123456789", 10), 10);
+  EXPECT_EQ(loop.receive_now(b.get(), dst, ec), 6);  // the room, no more
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(filled(dst), "ab012345");
+  ByteBuffer rest = ByteBuffer::allocate(64);
+  EXPECT_EQ(loop.receive_now(b.get(), rest, ec), 4);  // drained: less than the room
+  EXPECT_EQ(filled(rest), "6789");
+  ByteBuffer full = ByteBuffer::allocate(0);
+  EXPECT_EQ(loop.receive_now(b.get(), full, ec), 0);  // no room: no recv
+  ASSERT_EQ(::write(a.get(), "late", 4), 4);
+  std::string got;
+  loop.receive(b.get(), 64 * 1024, [&](std::error_code e, std::size_t, ByteBuffer buf) {
+    EXPECT_FALSE(e) << e.message();
+    got = filled(std::move(buf));
+  });
+  ASSERT_TRUE(run_until(loop, [&] { return !got.empty(); }));
+  EXPECT_EQ(got, "late");
+  EXPECT_EQ(loop.counters().speculative_receives, 0u);
+  a.reset();
+  ByteBuffer end = ByteBuffer::allocate(8);
+  EXPECT_EQ(loop.receive_now(b.get(), end, ec), -1);
+  EXPECT_FALSE(ec) << ec.message();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  FileDescriptor r(pipe_fds[0]), w(pipe_fds[1]);
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  EXPECT_EQ(loop.receive_now(r.get(), end, ec), 0);  // not a socket
+  EXPECT_EQ(ec, std::errc::not_a_socket) << ec.message();
 }
 
 TEST_P(ReceiveTest, EndOfStreamIsZeroBytesAndNoBuffer) {

@@ -291,6 +291,13 @@ class EventLoop final : public Executor {
       h(c.ec, c.bytes, c.buffers.empty() ? ByteBuffer() : std::move(c.buffers[0]));
     });
   }
+  // One recv(MSG_DONTWAIT) on socket fd, now, into dst's room (from position to limit):
+  // the bytes read (dst's position advanced by them), 0 when none were waiting or on an error
+  // (ec set then), -1 at end of stream. The caller keeps dst throughout. On the loop thread.
+  // It is the read loop's follow-up after receive() completed with a full buffer: unlike a
+  // plain recv, the loop learns whether this read drained the socket (it got less than the
+  // room), and the next receive() on fd goes by that.
+  std::int64_t receive_now(int fd, ByteBuffer& dst, std::error_code& ec);
   // Receives until stopped: handler(ec, n, ByteBuffer buf) once per arrival, each buffer as
   // receive() hands it ([0, n) the bytes, position n, the handler's to keep, a ring buffer back
   // to the ring when its last view is released), in the order the bytes came, then once more
