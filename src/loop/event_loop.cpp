@@ -388,6 +388,17 @@ LastRead* LoopCore::last_read(const Operation& op) noexcept {
   return op.home_fd >= 0 ? &fds_[op.home_fd].last_read : nullptr;
 }
 
+std::uint32_t LoopCore::last_read_bytes(const Operation& op) const noexcept {
+  return op.home_fd >= 0 ? fds_[op.home_fd].last_read_bytes : 0;
+}
+
+void LoopCore::record_read(int fd, std::size_t got, std::size_t asked) {
+  FdState& fs = fd_state(fd);
+  fs.last_read = got < asked ? LastRead::drained : LastRead::filled;
+  if (got > 0)
+    fs.last_read_bytes = static_cast<std::uint32_t>(std::min<std::size_t>(got, UINT32_MAX));
+}
+
 void LoopCore::push_completed(Operation* op) noexcept {
   if (op->in_completed) return;
   op->in_completed = true;
@@ -700,6 +711,7 @@ LoopCounters LoopCore::counters() const noexcept {
   c.receive_bound_stops = r(stats_.receive_bound_stops);
   c.speculative_receives = r(stats_.speculative_receives);
   c.speculative_misses = r(stats_.speculative_misses);
+  c.bulk_receives = r(stats_.bulk_receives);
   c.zero_copy_sends = r(stats_.zero_copy_sends);
   c.zero_copy_fallbacks = r(stats_.zero_copy_fallbacks);
   return c;
@@ -751,7 +763,7 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      core_->record_read(fd, detail::LastRead::drained);
+      core_->record_read(fd, 0, room.size());
     } else {
       ec = std::error_code(errno, std::generic_category());
     }
@@ -761,7 +773,7 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
   const auto got = static_cast<std::size_t>(n);
   dst.position(dst.position() + got);
   detail::AtomicCounters::add(core_->stats().bytes_read, got);
-  core_->record_read(fd, got < room.size() ? detail::LastRead::drained : detail::LastRead::filled);
+  core_->record_read(fd, got, room.size());
   return n;
 }
 void EventLoop::run() {

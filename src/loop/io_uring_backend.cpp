@@ -223,6 +223,16 @@ bool IoUringBackend::waits_without_buffer(Operation& op) {
     return false;
   }
   if (recv_ring_ && !op.no_ring) {
+    if (op.length > recv_ring_->buffer_size() &&
+        core_.last_read_bytes(op) > recv_ring_->buffer_size()) {
+      // A bulk stream, drained: a ring receive would take one ring buffer's worth of the next
+      // arrival and leave the rest to a second read (and the handler to a second pass). Wait
+      // for readiness without a buffer instead, then take all that waits in one recv into a
+      // pooled buffer of the size asked, as on epoll.
+      AtomicCounters::add(core_.stats().bulk_receives, 1);
+      op.no_ring = true;
+      return true;
+    }
     if (recv_ring_->available() > recv_ring_->entries() / 4) return false;  // a ring receive
     AtomicCounters::add(core_.stats().ring_fallbacks, 1);
     op.no_ring = true;

@@ -36,7 +36,8 @@ struct AtomicCounters {
       bytes_read{0}, bytes_written{0}, gathering_writes{0}, gathered_buffers{0}, tasks_run{0},
       wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0}, ring_receives{0},
       ring_fallbacks{0}, multishot_arms{0}, ring_exhausted{0}, receive_bound_stops{0},
-      speculative_receives{0}, speculative_misses{0}, zero_copy_sends{0}, zero_copy_fallbacks{0};
+      speculative_receives{0}, speculative_misses{0}, bulk_receives{0}, zero_copy_sends{0},
+      zero_copy_fallbacks{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -89,8 +90,12 @@ class LoopCore {
   void hand(Operation& op, Completion& c) noexcept;
   // What the last read of the operation's descriptor found; nullptr once detached.
   LastRead* last_read(const Operation& op) noexcept;
-  // What a read made outside any operation (EventLoop::receive_now) found on fd.
-  void record_read(int fd, LastRead found) { fd_state(fd).last_read = found; }
+  // How many bytes the last read of the operation's descriptor that moved any took; 0 once
+  // detached or before the first.
+  std::uint32_t last_read_bytes(const Operation& op) const noexcept;
+  // A read of fd asked for `asked` and got `got` bytes: it drained the socket when it got less
+  // (0 at end of stream, or none waiting), else it filled its buffer.
+  void record_read(int fd, std::size_t got, std::size_t asked);
   // The pipe pair every transfer_from splices through, one at a time (each step empties it).
   SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
   // receive_multishot: how many of the operation's ring buffers are out (queued or held by the
@@ -110,6 +115,7 @@ class LoopCore {
     bool classified = false;
     bool is_socket = false;
     LastRead last_read = LastRead::unknown;
+    std::uint32_t last_read_bytes = 0;
   };
   static int lane_slot(Lane lane) noexcept { return static_cast<int>(lane) - 1; }
   struct TimerEntry {

@@ -155,6 +155,44 @@ TEST_P(ReceiveTest, AFullReadThenAnEmptySocketHoldsNoBuffer) {
   }
 }
 
+// A bulk stream between bursts: a socket whose last read drained it after taking more than a
+// ring buffer (16 KiB) holds gets its next burst in one receive, on every backend. (On io_uring
+// a ring receive would take 16 KiB of it and leave the rest to another.)
+TEST_P(ReceiveTest, ABulkStreamsNextBurstComesInOneReceive) {
+  constexpr std::size_t asked = 64 * 1024, burst = 48 * 1024;
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  std::string got;
+  std::size_t last = 0;
+  int receives = 0;
+  auto receive = [&] {
+    loop.receive(b.get(), asked, [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+      ASSERT_FALSE(ec) << ec.message();
+      last = n;
+      got += filled(std::move(buf));
+      ++receives;
+    });
+  };
+  std::string sent;
+  for (char c : {'a', 'b', 'c'}) {
+    const std::string part(burst, c);
+    sent += part;
+    ASSERT_EQ(::write(a.get(), part.data(), part.size()), static_cast<ssize_t>(part.size()));
+    // Read the burst whole, in as many receives as it takes; the last one drains the socket.
+    while (got.size() < sent.size()) {
+      const int before = receives;
+      receive();
+      ASSERT_TRUE(run_until(loop, [&] { return receives > before; }));
+    }
+  }
+  EXPECT_EQ(got, sent);
+  EXPECT_EQ(last, burst) << "the third burst came in pieces";
+  if (GetParam().kind == BackendKind::io_uring && !GetParam().io_uring_readiness_only &&
+      loop.counters().ring_receives > 0) {
+    EXPECT_GE(loop.counters().bulk_receives, 1u) << fmt::format("{}", loop.counters());
+  }
+}
+
 // receive_now: one recv now. Bytes advance the buffer's position; an empty socket is 0 without
 // an error; end of stream is -1; an error is 0 with the error. The loop keeps what it found for
 // the next receive: after a read that drained the socket no receive tries it speculatively.

@@ -280,7 +280,10 @@ class EventLoop final : public Executor {
   // read filled its buffer and max_bytes is more than a ring buffer holds (a bulk stream), the
   // receive tries the socket at once with a pooled buffer of max_bytes (MSG_DONTWAIT) and,
   // should the socket be empty, gives it back and waits in the ring as above
-  // (LoopCounters::speculative_receives / speculative_misses). The handler owns the buffer,
+  // (LoopCounters::speculative_receives / speculative_misses). A receive on a socket that its
+  // last read drained after taking more than a ring buffer holds (a bulk stream between
+  // bursts) waits for readiness without a buffer, then takes all that waits into a pooled
+  // buffer of max_bytes in one recv (LoopCounters::bulk_receives). The handler owns the buffer,
   // wherever it came from: a ring buffer goes back to the ring when its last view is
   // released, on any thread. max_bytes == 0 reads nothing and completes at once.
   template <class H>

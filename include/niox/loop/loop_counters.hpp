@@ -42,6 +42,10 @@ struct LoopCounters {
   // likely waiting), and those of them that found the socket empty and waited in the ring.
   std::uint64_t speculative_receives = 0;
   std::uint64_t speculative_misses = 0;
+  // io_uring only: receives on a socket the last read drained after taking more than a ring
+  // buffer holds (a bulk stream): they waited for readiness without a buffer, then took all
+  // that waited in one recv into a pooled buffer of the size asked, not a ring buffer's worth.
+  std::uint64_t bulk_receives = 0;
   // io_uring only: sends of zero-copy writes (WriteFlags::zero_copy) that went out zero-copy,
   // each counted when its notification arrived, and zero-copy writes sent plainly because the
   // ring or the socket refused the opcode.
@@ -66,11 +70,12 @@ struct fmt::formatter<niox::LoopCounters> {
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
         "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} multishot_arms={} "
         "ring_exhausted={} receive_bound_stops={} speculative_receives={} speculative_misses={} "
-        "zero_copy_sends={} zero_copy_fallbacks={}",
+        "bulk_receives={} zero_copy_sends={} zero_copy_fallbacks={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
         c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
         c.ring_fallbacks, c.multishot_arms, c.ring_exhausted, c.receive_bound_stops,
-        c.speculative_receives, c.speculative_misses, c.zero_copy_sends, c.zero_copy_fallbacks);
+        c.speculative_receives, c.speculative_misses, c.bulk_receives, c.zero_copy_sends,
+        c.zero_copy_fallbacks);
   }
 };

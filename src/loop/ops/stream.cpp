@@ -22,9 +22,8 @@ void poll_first_if_drained(LoopCore& core, Operation& op) {
 // A read that got less than it could take drained the socket; one that got all of it filled
 // its buffer.
 void record_last_read(LoopCore& core, const Operation& op, long res, std::size_t asked) {
-  LastRead* last = core.last_read(op);
-  if (last && res >= 0)
-    *last = static_cast<std::size_t>(res) < asked ? LastRead::drained : LastRead::filled;
+  if (op.home_fd >= 0 && res >= 0)
+    core.record_read(op.home_fd, static_cast<std::size_t>(res), asked);
 }
 }  // namespace
 
