@@ -192,19 +192,6 @@ std::optional<SocketAddress> Socket::remote_address() const {
   return ec ? throw std::system_error(ec, "getpeername") : a;
 }
 
-std::int64_t Socket::read_now(ByteBuffer& dst, std::error_code& ec) const {
-  ec.clear();
-  auto room = dst.writable_bytes();
-  if (room.empty()) {
-    return 0;
-  }
-  ssize_t n;
-  do {
-    n = ::recv(fd_, room.data(), room.size(), MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  return read_outcome(n, std::span<ByteBuffer>(&dst, 1), ec);
-}
-
 }  // namespace detail
 
 }  // namespace niox

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <niox/base/file_descriptor.hpp>
-#include <niox/buffer/byte_buffer.hpp>
 #include <niox/channels/socket_address.hpp>
 #include <niox/channels/socket_options.hpp>
 
@@ -57,12 +56,6 @@ class Socket {
   std::optional<SocketAddress> remote_address(std::error_code& ec) const;
   std::optional<SocketAddress> local_address() const;
   std::optional<SocketAddress> remote_address() const;
-
-  // One recv(MSG_DONTWAIT) into [position, limit) of dst, whose position advances by the bytes
-  // read: their count, -1 at end of stream, 0 when it would block or dst has no room (ec
-  // clear) or on error (ec set). EINTR is retried. Allocates nothing; dst stays the caller's.
-  // Throws ReadOnlyBufferException for a read-only dst.
-  std::int64_t read_now(ByteBuffer& dst, std::error_code& ec) const;
 
  private:
   int fd_;

@@ -776,6 +776,7 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
   core_->record_read(fd, got, room.size());
   return n;
 }
+
 void EventLoop::run() {
   bind_thread(detail::current_thread_id());
   LoopThreadScope scope;

@@ -296,7 +296,8 @@ class EventLoop final : public Executor {
   }
   // One recv(MSG_DONTWAIT) on socket fd, now, into dst's room (from position to limit):
   // the bytes read (dst's position advanced by them), 0 when none were waiting or on an error
-  // (ec set then), -1 at end of stream. The caller keeps dst throughout. On the loop thread.
+  // (ec set then), -1 at end of stream. EINTR is retried. The caller keeps dst throughout;
+  // a read-only dst throws ReadOnlyBufferException. On the loop thread.
   // It is the read loop's follow-up after receive() completed with a full buffer: unlike a
   // plain recv, the loop learns whether this read drained the socket (it got less than the
   // room), and the next receive() on fd goes by that.
