@@ -2,7 +2,7 @@
 // tiny client (and by curl where it is installed).
 #include "http_fields.hpp"
 #include "support/backends.hpp"
-#include "support/blocking_connect.hpp"
+#include "support/blocking_sockets.hpp"
 #include "support/child_process.hpp"
 #include "support/listening_sockets.hpp"
 
@@ -38,6 +38,7 @@ namespace {
 using niox::BackendKind;
 using niox::http::testing::TempTree;
 using niox::test::ChildProcess;
+using niox::test::send_all;
 
 struct ServerCase {
   BackendKind kind;
@@ -172,16 +173,6 @@ std::string read_response(int fd) {
     out.append(buf, static_cast<std::size_t>(n));
   }
   return out;
-}
-
-bool send_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
 }
 
 // Waits up to `limit` for `done()`; returns its last answer.

@@ -6,7 +6,7 @@
 #include <niox/transport/bootstrap.hpp>
 
 #include "backends.hpp"
-#include "blocking_connect.hpp"
+#include "blocking_sockets.hpp"
 #include "open_fds.hpp"
 #include "temp_dir.hpp"
 

@@ -7,6 +7,7 @@
 
 #include <niox/loop/event_loop.hpp>
 
+#include "support/blocking_sockets.hpp"
 #include "support/loop_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@ namespace niox::transfer {
 namespace {
 
 using Names = std::vector<std::string>;
+using niox::test::recv_all;
+using niox::test::send_all;
 
 // A connected loopback TCP pair (client, server), with timeouts so a bug cannot hang the test.
 std::pair<int, int> tcp_pair() {
@@ -48,31 +51,6 @@ std::pair<int, int> tcp_pair() {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   return {client, server};
-}
-
-// On the pair's sockets (they have timeouts) a blocking call the kernel interrupts is not
-// restarted: it fails with EINTR, or comes back short. These go on until all `size` bytes went or
-// came (fewer only after an error, a timeout or the end of the stream).
-std::size_t send_all(int fd, const void* data, std::size_t size) {
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::send(fd, static_cast<const char*>(data) + done, size - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return done;
-}
-
-std::size_t recv_all(int fd, void* data, std::size_t size) {
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::recv(fd, static_cast<char*>(data) + done, size - done, MSG_WAITALL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return done;
 }
 
 // The receiving side as the program will run it. Returns the reply status it sent.

@@ -3,7 +3,7 @@
 #include <niox/base/file_descriptor.hpp>
 
 #include "support/backends.hpp"
-#include "support/blocking_connect.hpp"
+#include "support/blocking_sockets.hpp"
 #include "support/child_process.hpp"
 #include "temp_dir.hpp"
 #include "transfer_protocol.hpp"
@@ -36,6 +36,7 @@ namespace {
 
 using niox::BackendKind;
 using niox::test::ChildProcess;
+using niox::test::send_all;
 using niox::transfer::testing::TempDir;
 namespace xfer = niox::transfer;
 
@@ -132,16 +133,6 @@ niox::FileDescriptor connect_to(std::uint16_t port) {
     return {};
   }
   return fd;
-}
-
-bool send_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
 }
 
 std::string header_for(const std::string& name, const std::string& body, std::uint64_t checksum) {
