@@ -137,6 +137,10 @@ bool IoUringBackend::ring_serves_multishot(Operation& op) {
   if (op.no_ring) return false;
   op.no_ring = true;
   if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
+  if (op.length > recv_ring_->buffer_size() &&
+      core_.last_read_bytes(op) >= recv_ring_->buffer_size()) {
+    return false;  // a bulk stream: all that waits in one recv of the size asked
+  }
   if (const std::atomic<unsigned>* held = core_.ring_held(op);
       held && ring_per_connection_ < recv_ring_->entries() &&
       held->load(std::memory_order_relaxed) >= ring_per_connection_) {
@@ -401,11 +405,21 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
       const auto& held = core_.make_ring_held(*op);
       op->bufs.push_back(recv_ring_->take(id, held));
       AtomicCounters::add(core_.stats().ring_receives, 1);
-      if ((flags & IORING_CQE_F_MORE) && !op->bound_stop && op->state == OpState::in_kernel &&
-          ring_per_connection_ < recv_ring_->entries() &&
+      const bool armed =
+          (flags & IORING_CQE_F_MORE) && !op->stop_asked && op->state == OpState::in_kernel;
+      if (armed && ring_per_connection_ < recv_ring_->entries() &&
           held->load(std::memory_order_relaxed) >= ring_per_connection_) {
         // Checked as CQEs arrive: one burst of the kernel may have taken a few more already.
-        stop_for_bound(*op);
+        stop_multishot(*op, core_.stats().receive_bound_stops);
+      } else if (armed && static_cast<std::size_t>(res) == recv_ring_->buffer_size() &&
+                 op->length > recv_ring_->buffer_size()) {
+        // An arrival that filled a whole ring buffer: more is waiting than one holds (a bulk
+        // stream), and the kernel would hand it over a ring buffer at a time, a completion
+        // and a pass of the handler each. Stop it: recorded as a full read, the re-arm goes
+        // to readiness and one recv of the size asked, until a read finds less again.
+        core_.record_read(op->home_fd, static_cast<std::size_t>(res),
+                          static_cast<std::size_t>(res));
+        stop_multishot(*op, core_.stats().bulk_receives);
       }
     } else if (recv_ring_ && op && tag == tag_op && res > 0 && op->bufs.empty()) {
       op->bufs.push_back(recv_ring_->take(id));
@@ -447,7 +461,7 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     }
   }
   bool more = (flags & IORING_CQE_F_MORE) != 0;
-  if (!more && tag == tag_op) op->bound_stop = false;  // whatever ended it, the stop is done
+  if (!more && tag == tag_op) op->stop_asked = false;  // whatever ended it, the stop is done
   if (res == -ENOBUFS) AtomicCounters::add(core_.stats().ring_exhausted, 1);
   if (res == -ENOBUFS && op->family->sqe_select && !op->no_ring &&
       op->state != OpState::cancelling) {
@@ -488,9 +502,9 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
   core_.on_result(*op, res, more);
 }
 
-void IoUringBackend::stop_for_bound(Operation& op) {
-  op.bound_stop = true;
-  AtomicCounters::add(core_.stats().receive_bound_stops, 1);
+void IoUringBackend::stop_multishot(Operation& op, std::atomic<std::uint64_t>& counter) {
+  op.stop_asked = true;
+  AtomicCounters::add(counter, 1);
   submit_cancel(op.user_data(tag_op));
 }
 

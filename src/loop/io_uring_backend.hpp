@@ -67,7 +67,7 @@ class IoUringBackend final : public Backend {
   bool ring_serves_multishot(Operation& op);
   // Asks the kernel to stop a multishot receive over its bound; its last CQE (-ECANCELED while
   // the operation is not being cancelled) re-arms it.
-  void stop_for_bound(Operation& op);
+  void stop_multishot(Operation& op, std::atomic<std::uint64_t>& counter);
   // Asks the kernel to cancel the request tagged `target`; queued while the SQ is full.
   void submit_cancel(std::uint64_t target);
   bool arm_internal(unsigned which);

@@ -84,7 +84,7 @@ struct Operation {
   bool zero_copy = false;        // write on a socket: SEND_ZC (WriteFlags::zero_copy)
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
   bool speculative = false;      // receive: a pooled buffer with MSG_DONTWAIT (see the backend)
-  bool bound_stop = false;       // receive_multishot: the backend asked the kernel to stop it
+  bool stop_asked = false;       // receive_multishot: the backend asked the kernel to stop it
   bool iov_in_side = false;      // iov() is the side block's (many buffers), not one_iov
 
   int fd = -1;

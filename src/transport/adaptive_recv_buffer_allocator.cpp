@@ -73,6 +73,10 @@ AdaptiveRecvBufferAllocator::Handle AdaptiveRecvBufferAllocator::new_handle() co
   return h;
 }
 
+std::size_t AdaptiveRecvBufferAllocator::Handle::maximum() const noexcept {
+  return owner_ ? size_table[owner_->max_index_] : next_size_;
+}
+
 void AdaptiveRecvBufferAllocator::Handle::reset(const ChannelConfig& config) {
   reset(config.max_messages_per_read(), config.is_auto_read());
 }

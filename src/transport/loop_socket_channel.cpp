@@ -235,8 +235,10 @@ void LoopSocketChannel::start_read() {
 void LoopSocketChannel::start_multishot() {
   reading_ = true;
   multishot_stopping_ = false;
+  // Ring arrivals are a ring buffer at most; max_bytes is what a read without the ring takes,
+  // which on a bulk stream is all that waits, up to the allocator's largest guess.
   event_loop().receive_multishot(
-      fd_.get(), recv_.guess(),
+      fd_.get(), recv_.maximum(),
       [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end) {
         return s->on_multishot(ec, n, std::move(buf), batch_end);
       });

@@ -4,10 +4,12 @@
 // and the per-connection bound that keeps one greedy connection from taking the whole ring.
 #include <niox/buffer/byte_buffer.hpp>
 #include <niox/loop/event_loop.hpp>
+#include <niox/loop/loop_counters.hpp>
 
 #include "support/backends.hpp"
 #include "support/loop_sockets.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -175,6 +177,42 @@ TEST_P(ReceiveMultishotTest, CancelThenReceiveAgainContinuesTheStream) {
   writer.join();
   EXPECT_EQ(got.size, total);
   EXPECT_TRUE(got == writer.sent);
+}
+
+// A bulk stream (bursts larger than a ring buffer, max_bytes larger still): once the loop has
+// seen one, a burst comes in one arrival, not a ring buffer at a time (a completion and a pass
+// of the handler each). Then small arrivals go back to the ring.
+TEST_P(ReceiveMultishotTest, ABulkStreamsBurstComesInOneArrival) {
+  constexpr std::size_t max_bytes = 64 * 1024, burst = 48 * 1024;
+  std::string got, sent;
+  std::vector<std::size_t> arrivals;
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  loop.receive_multishot(b.get(), max_bytes,
+                         [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                           if (ec || n == 0) return;
+                           arrivals.push_back(n);
+                           buf.flip();
+                           auto bytes = buf.bytes();
+                           got.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+                         });
+  auto send_and_receive = [&](std::size_t n) {
+    const std::string part = pattern(sent.size(), n);
+    sent += part;
+    arrivals.clear();
+    ASSERT_EQ(::write(a.get(), part.data(), part.size()), static_cast<ssize_t>(part.size()));
+    ASSERT_TRUE(run_until(loop, [&] { return got.size() == sent.size(); }));
+  };
+  for (int i = 0; i < 3; ++i) send_and_receive(burst);
+  EXPECT_EQ(arrivals, std::vector<std::size_t>{burst}) << "the third burst came in pieces";
+  const std::uint64_t rings_before = loop.counters().ring_receives;
+  for (int i = 0; i < 3; ++i) send_and_receive(100);
+  EXPECT_EQ(got, sent);
+  if (loop.has_multishot_receive()) {
+    EXPECT_GE(loop.counters().bulk_receives, 1u) << fmt::format("{}", loop.counters());
+    EXPECT_GT(loop.counters().ring_receives, rings_before)
+        << "small arrivals after the bulk stream did not go back to the ring";
+  }
 }
 
 NIOX_INSTANTIATE_BACKENDS(ReceiveMultishotTest);

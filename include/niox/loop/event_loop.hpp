@@ -223,10 +223,11 @@ class EventLoop final : public Executor {
     unsigned receive_ring_per_connection = 16;
     // io_uring: receive_multishot (and so a transport channel's reads) keeps one multishot
     // recv armed per descriptor, each arrival a buffer of the ring (has_multishot_receive()).
-    // Off by default: it saves a submission per read and measured at or below Asio's CPU per
-    // message on 64 B echoes, but 16 KiB echoes cost up to 1.5x more CPU per message than
-    // single-shot receives, which find more bytes waiting per recv. Off, receive_multishot
-    // reads on readiness into pooled buffers, as on epoll.
+    // It saves a submission per small read; a bulk stream leaves the ring for single recvs of
+    // max_bytes (see receive_multishot). Off by default: an idle connection then costs a few
+    // dozen bytes more (its share of the ring is counted), and on 16 KiB echoes it measured
+    // no better than single-shot receives. Off, receive_multishot reads on readiness into
+    // pooled buffers, as on epoll.
     bool multishot_receive = false;
   };
 
@@ -320,7 +321,10 @@ class EventLoop final : public Executor {
   // ends the multishot by itself, or when this descriptor holds
   // Options::receive_ring_per_connection ring buffers (LoopCounters::receive_bound_stops),
   // the loop re-arms it (LoopCounters::multishot_arms) after reading, meanwhile, with
-  // readiness and a pooled buffer of up to max_bytes: no byte is dropped or reordered. On
+  // readiness and a pooled buffer of up to max_bytes: no byte is dropped or reordered. An
+  // arrival that fills a whole ring buffer when max_bytes is larger marks a bulk stream
+  // (LoopCounters::bulk_receives): the loop stops the multishot and reads the same way, each
+  // burst in one recv of up to max_bytes, until a read brings less than a ring buffer. On
   // epoll and io_uring's readiness fallback each readiness edge reads until EAGAIN into
   // pooled buffers of up to max_bytes; a quiet descriptor holds no buffer on any backend.
   // max_bytes == 0 reads nothing and completes at once.

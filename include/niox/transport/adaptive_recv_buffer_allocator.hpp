@@ -61,6 +61,8 @@ class AdaptiveRecvBufferAllocator {
     void reset(int max_messages_per_read, bool auto_read) noexcept;
     ByteBuffer allocate() const;
     std::size_t guess() const noexcept { return next_size_; }
+    // The largest guess this handle can make: what one read of a bulk stream may take.
+    std::size_t maximum() const noexcept;
     void attempted_bytes_read(std::size_t n) noexcept {
       attempted_ = static_cast<std::uint32_t>(std::min<std::size_t>(n, UINT32_MAX));
     }

@@ -16,9 +16,11 @@
 //
 // Where the loop has a multishot receive (io_uring with a buffer ring,
 // EventLoop::has_multishot_receive()), an active channel that wants to read keeps one
-// receive_multishot armed instead: each arrival is one ring buffer (its capacity the ring's
-// buffer size), fired as channel_read; channel_read_complete follows the last arrival the loop
-// hands over in a turn, and nothing is read ahead of them. When reading pauses (AUTO_READ off, or a read() answered) the multishot is
+// receive_multishot armed instead, with the allocator's largest guess as max_bytes: each
+// arrival is one ring buffer (its capacity the ring's buffer size), or on a bulk stream all
+// that waited, up to max_bytes, in a pooled buffer; fired as channel_read. channel_read_complete
+// follows the last arrival the loop hands over in a turn, and nothing is read ahead of them.
+// When reading pauses (AUTO_READ off, or a read() answered) the multishot is
 // stopped; bytes the kernel handed over before it stopped are parked on the channel, in order,
 // and fired first when reading resumes, the end of the stream or a read error that came behind
 // them after them. So a paused channel never loses bytes and holds at most what arrived while
