@@ -108,6 +108,12 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   BIO_set_mem_eof_return(network_in_, -1);
   BIO_set_mem_eof_return(pending_out_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
+  // The context releases record buffers whenever they empty (an idle connection holds none).
+  // During the handshake they would empty after every record: one 16 KiB buffer taken and
+  // freed per record, and in glibc each such free and take of a large chunk sorts the small
+  // free chunks too (the handshake's cost, not its crypto's). So the handshake keeps them, and
+  // lets them go once it is done (drive_handshake).
+  SSL_clear_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
   SSL_set_app_data(ssl_, this);
   SSL_set_msg_callback(ssl_, &Impl::on_message);
   SSL_set_msg_callback_arg(ssl_, this);
@@ -216,6 +222,8 @@ void SslEngine::Impl::drive_handshake(std::error_code& ec) {
   const int r = SSL_do_handshake(ssl_);
   if (r == 1) {
     handshake_done_ = true;
+    SSL_set_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
+    SSL_free_buffers(ssl_);  // refused (harmlessly) while a buffer still holds bytes
     if (!records_traffic_keys()) {
       // Only a close mid-handshake asked about our records: the rest go without the calls.
       SSL_set_msg_callback(ssl_, nullptr);
