@@ -133,14 +133,20 @@ void IoUringBackend::ensure_enabled() {
   }
 }
 
+bool IoUringBackend::bulk_stream(const Operation& op) const {
+  return op.length > recv_ring_->buffer_size() &&
+         core_.last_read_bytes(op) >= recv_ring_->buffer_size();
+}
+
 bool IoUringBackend::ring_serves_multishot(Operation& op) {
   if (op.no_ring) return false;
   op.no_ring = true;
+  op.small_read = false;
   if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
-  if (op.length > recv_ring_->buffer_size() &&
-      core_.last_read_bytes(op) >= recv_ring_->buffer_size()) {
-    return false;  // a bulk stream: all that waits in one recv of the size asked
-  }
+  if (bulk_stream(op)) return false;  // all that waits in one recv of the size asked
+  // Off the ring for a reason other than a bulk stream: the arrival is likely small, and a
+  // max_bytes buffer (the transport asks for its largest guess) would pin that much for it.
+  op.small_read = true;
   if (const std::atomic<unsigned>* held = core_.ring_held(op);
       held && ring_per_connection_ < recv_ring_->entries() &&
       held->load(std::memory_order_relaxed) >= ring_per_connection_) {
@@ -151,6 +157,7 @@ bool IoUringBackend::ring_serves_multishot(Operation& op) {
     return false;
   }
   op.no_ring = false;
+  op.small_read = false;
   return true;
 }
 
@@ -227,8 +234,7 @@ bool IoUringBackend::waits_without_buffer(Operation& op) {
     return false;
   }
   if (recv_ring_ && !op.no_ring) {
-    if (op.length > recv_ring_->buffer_size() &&
-        core_.last_read_bytes(op) > recv_ring_->buffer_size()) {
+    if (bulk_stream(op)) {
       // A bulk stream, drained: a ring receive would take one ring buffer's worth of the next
       // arrival and leave the rest to a second read (and the handler to a second pass). Wait
       // for readiness without a buffer instead, then take all that waits in one recv into a

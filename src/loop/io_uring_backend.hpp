@@ -60,13 +60,19 @@ class IoUringBackend final : public Backend {
   // so it waits for readiness instead and its syscall attempt takes the buffer when bytes are
   // there. An idle connection then holds no receive buffer with or without the ring.
   bool waits_without_buffer(Operation& op);
+  // A bulk stream: the receive asks for more than a ring buffer holds, and the descriptor's
+  // last read took at least a ring buffer's worth. Its next read goes to a pooled buffer of
+  // the size asked, so all that waits comes in one recv.
+  bool bulk_stream(const Operation& op) const;
   // Whether a receive_multishot's next attempt is a multishot recv into the ring: not when the
-  // ring is absent or low (a quarter kept, as for receive) or the descriptor already holds
-  // its bound of ring buffers. Otherwise the attempt is marked no_ring: readiness, then a
-  // recv into a pooled buffer, and the re-arm after it asks again.
+  // ring is absent or low (a quarter kept, as for receive), the descriptor already holds its
+  // bound of ring buffers, or it is a bulk stream. Otherwise the attempt is marked no_ring:
+  // readiness, then a recv into a pooled buffer (of a ring buffer's size, small_read, unless
+  // a bulk stream), and the re-arm after it asks again.
   bool ring_serves_multishot(Operation& op);
-  // Asks the kernel to stop a multishot receive over its bound; its last CQE (-ECANCELED while
-  // the operation is not being cancelled) re-arms it.
+  // Asks the kernel to stop a multishot receive: one over its bound of ring buffers, or one on
+  // a bulk stream. Its last CQE (-ECANCELED while the operation is not being cancelled) re-arms
+  // it.
   void stop_multishot(Operation& op, std::atomic<std::uint64_t>& counter);
   // Asks the kernel to cancel the request tagged `target`; queued while the SQ is full.
   void submit_cancel(std::uint64_t target);

@@ -85,6 +85,8 @@ struct Operation {
   bool no_ring = false;          // receive: this attempt brings its own buffer (ring empty)
   bool speculative = false;      // receive: a pooled buffer with MSG_DONTWAIT (see the backend)
   bool stop_asked = false;       // receive_multishot: the backend asked the kernel to stop it
+  bool small_read = false;       // receive_multishot off the ring, not a bulk stream: read at
+                                 // most a ring buffer's worth, not the whole max_bytes
   bool iov_in_side = false;      // iov() is the side block's (many buffers), not one_iov
 
   int fd = -1;

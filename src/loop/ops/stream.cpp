@@ -5,6 +5,8 @@
 // rest of a short one is sent, and the write finished, only once the kernel let go of the pages.
 #include "loop/ops/family.hpp"
 
+#include "loop/buffer_ring.hpp"
+
 #include <niox/buffer/buffer_pool.hpp>
 
 #include <sys/socket.h>
@@ -148,9 +150,11 @@ const OpFamily receive_family{
 // handed over queue in op.bufs, in order, until the completion phase hands them one by one.
 namespace {
 long multishot_attempt(Operation& op) {
-  ByteBuffer b = BufferPool::for_this_thread().allocate(op.length);
+  const std::size_t want =
+      op.small_read ? std::min(op.length, BufferRing::default_buffer_size) : op.length;
+  ByteBuffer b = BufferPool::for_this_thread().allocate(want);
   void* at = b.writable_bytes().data();
-  const std::size_t room = std::min(op.length, b.remaining());
+  const std::size_t room = std::min(want, b.remaining());
   long r = op.fd_is_socket ? ::recv(op.fd, at, room, 0) : ::read(op.fd, at, room);
   const int saved = errno;
   if (r > 0) {
