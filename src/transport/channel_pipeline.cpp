@@ -192,6 +192,14 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   ctx.next_->prev_ = ctx.prev_;
   ctx.removed_ = true;
   std::unique_ptr<ChannelHandlerContext> owned(&ctx);
+  auto handler = ctx.handler_;
+  if (depth_ == 0) {
+    // No handler of this pipeline is running, so no event is inside ctx: it goes once its
+    // handler_removed has run (a channel's teardown), without a place in removed_.
+    Frame frame(*this);  // destroyed before owned: what handler_removed removes goes first
+    handler->handler_removed(ctx);
+    return handler;
+  }
   try {
     if (!removed_)
       removed_ = std::make_unique<std::vector<std::unique_ptr<ChannelHandlerContext>>>();
@@ -201,7 +209,6 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
     // allocated for good rather than be freed under that event.
     (void)owned.release();
   }
-  auto handler = ctx.handler_;
   Frame frame(*this);
   handler->handler_removed(ctx);
   return handler;

@@ -11,6 +11,7 @@
 #include <niox/loop/event_loop.hpp>
 #include <niox/transport/channel_handler.hpp>
 #include <niox/transport/channel_pipeline.hpp>
+#include <niox/transport/embedded_channel.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/outbound_buffer.hpp>
 
@@ -194,6 +195,21 @@ TEST(OutboundBufferMemory, TheLastCompletedEntryGivesTheEntryRingBack) {
   out.remove_bytes(g.bytes);
   ASSERT_TRUE(out.is_empty());
   EXPECT_GT(cached(), while_queued);
+}
+
+// A handler removed while no handler of the pipeline runs (a channel's teardown removes every
+// one) has its context freed at once: nothing is allocated to keep it until later.
+TEST(PipelineMemory, RemovingHandlersOutsideAnEventAllocatesNothing) {
+  EmbeddedChannel ch;
+  ch.pipeline().add_last("a", std::make_shared<ChannelHandler>());
+  ch.pipeline().add_last("b", std::make_shared<ChannelHandler>());
+  allocations = 0;
+  counting = true;
+  auto a = ch.pipeline().remove("a");
+  auto b = ch.pipeline().remove("b");
+  counting = false;
+  EXPECT_EQ(allocations, 0u);
+  EXPECT_TRUE(a && b);
 }
 
 TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {

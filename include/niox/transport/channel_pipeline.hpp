@@ -153,8 +153,8 @@ class ChannelPipeline {
   Channel* channel_;
   // Inside the pipeline, not beside it: every connection has both, for life (and so no
   // pointers to them either). The chain head_ctx_ ... tail_ctx_ owns the user contexts between
-  // them (no vector beside it: one allocation fewer per connection); unlink() hands a context
-  // over to removed_.
+  // them (no vector beside it: one allocation fewer per connection). unlink() frees a context
+  // after its handler_removed, or, when a handler is running, hands it over to removed_.
   ChannelHandlerContext head_ctx_;
   ChannelHandlerContext tail_ctx_;
   // Freed at depth 0. Made only while a removed context waits for that (most pipelines remove
