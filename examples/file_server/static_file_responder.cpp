@@ -2,6 +2,8 @@
 
 #include "http_fields.hpp"
 
+#include <niox/buffer/buffer_pool.hpp>
+
 #include <cerrno>
 
 #include <fcntl.h>
@@ -12,8 +14,11 @@
 namespace niox::http {
 namespace {
 
+// From the loop thread's pool: a response head is written and released within the request
+// (ByteBuffer::allocate would be a zeroed heap block, which glibc's calloc takes past its
+// per-thread cache).
 ByteBuffer to_buffer(const fmt::memory_buffer& text) {
-  auto buf = ByteBuffer::allocate(text.size());
+  auto buf = BufferPool::for_this_thread().allocate(text.size());
   buf.put(std::string_view(text.data(), text.size()));
   buf.flip();
   return buf;
