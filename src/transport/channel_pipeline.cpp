@@ -71,13 +71,7 @@ ChannelPipeline::~ChannelPipeline() { destroy(); }
 
 void ChannelPipeline::destroy() noexcept {
   while (tail_ctx_.prev_ != &head_ctx_) {
-    auto* ctx = tail_ctx_.prev_;
-    try {
-      unlink(*ctx);
-    } catch (...) {
-      log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx->name(),
-          detail::describe(std::current_exception()));
-    }
+    unlink(*tail_ctx_.prev_, /*teardown=*/true);
   }
   if (depth_ == 0) {
     release_removed();
@@ -186,31 +180,36 @@ ChannelPipeline& ChannelPipeline::add_after(std::string_view base_name, std::str
              std::move(h));
 }
 
-std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& ctx) {
+std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& ctx, bool teardown) {
   // Neighbours skip ctx from now on; ctx keeps its own links so an event inside it goes on.
   ctx.prev_->next_ = ctx.next_;
   ctx.next_->prev_ = ctx.prev_;
   ctx.removed_ = true;
   std::unique_ptr<ChannelHandlerContext> owned(&ctx);
   auto handler = ctx.handler_;
-  if (depth_ == 0) {
-    // No handler of this pipeline is running, so no event is inside ctx: it goes once its
-    // handler_removed has run (a channel's teardown), without a place in removed_.
-    Frame frame(*this);  // destroyed before owned: what handler_removed removes goes first
-    handler->handler_removed(ctx);
-    return handler;
+  if (depth_ > 0) {
+    // An event may be inside ctx: it goes when the last handler running returns.
+    try {
+      if (!removed_)
+        removed_ = std::make_unique<std::vector<std::unique_ptr<ChannelHandlerContext>>>();
+      removed_->push_back(std::move(owned));
+    } catch (...) {
+      // Out of memory: it cannot be freed now either; it stays allocated for good rather than
+      // be freed under that event.
+      (void)owned.release();
+    }
   }
+  // Otherwise no handler of this pipeline is running, so no event is inside ctx: owned frees it
+  // on return, once its handler_removed has run (a channel's teardown needs no removed_).
+  Frame frame(*this);  // destroyed before owned: what handler_removed removes goes first
   try {
-    if (!removed_)
-      removed_ = std::make_unique<std::vector<std::unique_ptr<ChannelHandlerContext>>>();
-    removed_->push_back(std::move(owned));
+    handler->handler_removed(ctx);
   } catch (...) {
-    // Out of memory: an event may still be inside ctx, so it cannot be freed now; it stays
-    // allocated for good rather than be freed under that event.
-    (void)owned.release();
+    if (!teardown) throw;
+    // Reported here, while ctx (and so its name) still exists.
+    log(LogLevel::warn, "handler_removed of '{}' threw during teardown: {}", ctx.name(),
+        detail::describe(std::current_exception()));
   }
-  Frame frame(*this);
-  handler->handler_removed(ctx);
   return handler;
 }
 

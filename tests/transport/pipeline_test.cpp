@@ -1,3 +1,4 @@
+#include <niox/base/log.hpp>
 #include <niox/transport/embedded_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
@@ -347,6 +348,30 @@ TEST(ChannelPipeline, HandlerRemovedIsCalledOnTeardown) {
     ch.pipeline().add_last("b", std::make_shared<Recorder>("b", log));
   }
   EXPECT_EQ(log, (std::vector<std::string>{"a:added", "b:added", "b:removed", "a:removed"}));
+}
+
+// A handler_removed that throws while the channel is torn down is reported with the handler's
+// name, and the handlers before it are still removed. (The report once read the name of a
+// context already freed: AddressSanitizer saw a use after free.)
+TEST(ChannelPipeline, AHandlerRemovedThatThrowsOnTeardownIsReportedByName) {
+  struct Throws final : ChannelHandler {
+    void handler_removed(ChannelHandlerContext&) override { throw std::runtime_error("boom"); }
+  };
+  std::vector<std::string> events;
+  std::vector<std::string> logged;
+  auto previous = set_log_sink([&](LogLevel, std::string_view m) { logged.emplace_back(m); });
+  {
+    EmbeddedChannel ch;
+    ch.pipeline().add_last("first", std::make_shared<Recorder>("first", events));
+    ch.pipeline().add_last("a-handler-with-a-long-name", std::make_shared<Throws>());
+  }
+  set_log_sink(std::move(previous));
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("handler_removed of 'a-handler-with-a-long-name' threw during teardown"),
+            std::string::npos)
+      << logged[0];
+  EXPECT_NE(logged[0].find("boom"), std::string::npos) << logged[0];
+  EXPECT_EQ(events, (std::vector<std::string>{"first:added", "first:removed"}));
 }
 
 TEST(ChannelFuture, ListenersRunOnceOnTheExecutorNeverInline) {

@@ -145,7 +145,9 @@ class ChannelPipeline {
   // change under it.
   template <class After>
   ChannelPipeline& add(After after, std::string name, std::shared_ptr<ChannelHandler> handler);
-  std::shared_ptr<ChannelHandler> unlink(ChannelHandlerContext& ctx);
+  // Takes ctx out of the chain and calls its handler_removed, which may throw, unless
+  // `teardown`: then that is reported through the log sink.
+  std::shared_ptr<ChannelHandler> unlink(ChannelHandlerContext& ctx, bool teardown = false);
   void release_removed() noexcept;
   // Removes every user handler (handler_removed called), tail first. For channel teardown.
   void destroy() noexcept;
