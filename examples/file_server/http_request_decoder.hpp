@@ -17,8 +17,9 @@
 // arrives, and a connection that sent one byte holds 1 KiB whatever the limit. A buffer that
 // grew is released when the next request begins (a keep-alive connection does not keep one
 // large head's memory); a 1 KiB one is reused. Plus an index of at most max_headers (name,
-// value) views, with room for 16 at first. A larger head is answered 431 (or 414 when the request line alone does not
-// fit) as soon as the limit is crossed. Request bodies are never stored.
+// value) views, with room for 16 at first. A larger head is answered 431 (or 414 when the
+// request line alone does not fit) as soon as the limit is crossed. Request bodies are never
+// stored.
 //
 // Decided behaviour (each is the strict choice RFC 9112 permits; every error closes the
 // connection because framing can no longer be trusted):
