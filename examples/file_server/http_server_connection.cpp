@@ -50,10 +50,16 @@ void HttpServerConnection::on_read(ByteBuffer& in, std::vector<HttpResponse>& ou
   while (more && decoder_ && !closing_ && out.size() < max_queued_) {
     switch (decoder_->decode(in)) {
       case DecodeStatus::need_more: more = false; break;
-      case DecodeStatus::request:
-        out.push_back(responder_.respond(decoder_->request(), now, cache_));
+      case DecodeStatus::request: {
+        const HttpRequest& request = decoder_->request();
+        out.push_back(responder_.respond(request, now, cache_));
         closing_ = !out.back().keep_alive;
+        // The client asked to close after this request (RFC 9112 §9.6: it sends nothing more),
+        // sent no body and nothing after it: nothing is left to arrive.
+        ends_cleanly_ = closing_ && !request.keep_alive() && request.content_length() == 0 &&
+                        !in.has_remaining();
         break;
+      }
       case DecodeStatus::error:
         out.push_back(responder_.respond_to_decode_error(decoder_->error_status(), now));
         closing_ = true;

@@ -51,6 +51,11 @@ class HttpServerConnection {
 
   // True once a response that closes the connection has been produced.
   bool is_closing() const noexcept { return closing_; }
+  // Closing, and nothing of the client's is left to arrive: it asked to close after a request
+  // without a body and sent nothing after it. Otherwise (the server ends the connection, or
+  // input may still come) closing at once could make the kernel reset the connection under
+  // the response, so the connection needs a lingering close.
+  bool ends_cleanly() const noexcept { return ends_cleanly_; }
 
   // The peer ended its output (read returned -1). True if it did so between requests (a normal
   // close); false if a request was cut short, which deserves no response — the connection is
@@ -70,6 +75,7 @@ class HttpServerConnection {
   std::unique_ptr<HttpRequestDecoder> decoder_;  // while a request is being read
   std::size_t max_queued_;
   bool closing_ = false;
+  bool ends_cleanly_ = false;
 };
 
 }  // namespace niox::http

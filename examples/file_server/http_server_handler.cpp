@@ -19,7 +19,9 @@ namespace {
 // and discards what the client still sends, until the client ends its side or for at most
 // this long, then closes. Closing at once with unread input makes the kernel reset the
 // connection, and a reset can destroy the response the client has not read yet (a client
-// still sending an oversized head, say, and then its 431).
+// still sending an oversized head, say, and then its 431). Not when the client itself asked to
+// close and nothing of its can still arrive (HttpServerConnection::ends_cleanly): that closes
+// once the response is written, as nginx does.
 constexpr std::chrono::seconds lingering_close_time{2};
 
 // The sweep runs this often: a connection is closed between its timeout and its timeout plus
@@ -305,7 +307,7 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
     // one gathering write.
     ctx.flush();
     if (ex.conn.is_closing()) {
-      close_after_flush(ctx, last, /*linger=*/true);
+      close_after_flush(ctx, last, /*linger=*/!ex.conn.ends_cleanly());
     }
   }
   if (ex.conn.is_idle()) {

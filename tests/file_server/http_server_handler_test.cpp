@@ -117,7 +117,7 @@ class HttpServerHandlerTest : public ::testing::Test {
     tree_.write("a.txt", "0123456789abcdefghij");
     root_ = std::make_unique<FileRoot>(tree_.path().string());
     responder_ = std::make_unique<StaticFileResponder>(*root_);
-    ch_ = std::make_unique<EmbeddedChannel>();
+    ch_ = std::make_shared<EmbeddedChannel>();  // shared: a closing handler locks a weak_ptr to it
     loop_ = std::make_unique<HttpServerLoop>(ch_->event_loop(), *responder_, HttpDecoderConfig{},
                                              nullptr, kTimeout);
     handler_ = std::make_shared<HttpServerHandler>(*loop_);
@@ -142,7 +142,7 @@ class HttpServerHandlerTest : public ::testing::Test {
   testing::TempTree tree_;
   std::unique_ptr<FileRoot> root_;
   std::unique_ptr<StaticFileResponder> responder_;
-  std::unique_ptr<EmbeddedChannel> ch_;
+  std::shared_ptr<EmbeddedChannel> ch_;
   std::unique_ptr<HttpServerLoop> loop_;
   std::shared_ptr<HttpServerHandler> handler_;
   bool accept_writes_ = true;
@@ -158,6 +158,36 @@ TEST_F(HttpServerHandlerTest, AnAnsweredRequestLeavesNothingButTheHandler) {
   EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
   EXPECT_FALSE(handler_->holds_exchange());
   EXPECT_TRUE(ch_->is_open());
+}
+
+// A client that asks to close after a bodiless request, with nothing behind it, sends nothing
+// more: the connection closes once the response is written, without a lingering close (no
+// FIN first, no reading until the client's, no timer).
+TEST_F(HttpServerHandlerTest, AConnectionCloseRequestIsClosedOnceAnswered) {
+  receive("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  ch_->run_pending_tasks();
+  EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
+  EXPECT_FALSE(ch_->is_open());
+  EXPECT_FALSE(ch_->output_shutdown_done())
+      << "a lingering close for a request that asked to close";
+}
+
+// When the client may still send, the close lingers (its output is shut down first): bytes
+// behind the request, a request body, or a response the server ends the connection with.
+TEST_F(HttpServerHandlerTest, AConnectionCloseWithInputStillToComeLingers) {
+  for (std::string_view request :
+       {std::string_view("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /"),
+        std::string_view("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                         "Content-Length: 5\r\n\r\n12"),
+        std::string_view("GET /a.txt HTTP/1.1\r\nHost: t\r\nX: \x01\r\n\r\n")}) {
+    SCOPED_TRACE(request);
+    TearDown();
+    SetUp();
+    receive(request);
+    ch_->run_pending_tasks();
+    EXPECT_TRUE(written().starts_with("HTTP/1.1 ")) << written();
+    EXPECT_TRUE(ch_->output_shutdown_done()) << "closed without a lingering close";
+  }
 }
 
 TEST_F(HttpServerHandlerTest, AHalfReadRequestHoldsItsStateUntilAnswered) {
