@@ -111,8 +111,8 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
   // The context releases record buffers whenever they empty (an idle connection holds none).
   // During the handshake they would empty after every record: one 16 KiB buffer taken and
   // freed per record, and in glibc each such free and take of a large chunk sorts the small
-  // free chunks too (the handshake's cost, not its crypto's). So the handshake keeps them, and
-  // releases them from when it is done (drive_handshake).
+  // free chunks too (the handshake's cost, not its crypto's). So the handshake keeps them; once
+  // it is done each goes when it next empties (drive_handshake).
   SSL_clear_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
   SSL_set_app_data(ssl_, this);
   SSL_set_msg_callback(ssl_, &Impl::on_message);
@@ -222,8 +222,8 @@ void SslEngine::Impl::drive_handshake(std::error_code& ec) {
   const int r = SSL_do_handshake(ssl_);
   if (r == 1) {
     handshake_done_ = true;
-    // From here each buffer goes when it next empties. Not SSL_free_buffers: an HTTPS
-    // benchmark run crashed twice right after it was added here, and the cause is not found.
+    // Not SSL_free_buffers as well: it was suspected in a crash never explained (ad6730e), and
+    // each buffer goes anyway when it next empties.
     SSL_set_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
     if (!records_traffic_keys()) {
       // Only a close mid-handshake asked about our records: the rest go without the calls.
