@@ -141,12 +141,12 @@ bool IoUringBackend::bulk_stream(const Operation& op) const {
 bool IoUringBackend::ring_serves_multishot(Operation& op) {
   if (op.no_ring) return false;
   op.no_ring = true;
-  op.small_read = false;
   if (!recv_ring_ || !multishot_ || !op.fd_is_socket) return false;
-  if (bulk_stream(op)) return false;  // all that waits in one recv of the size asked
-  // Off the ring for a reason other than a bulk stream: the arrival is likely small, and a
+  // Read only by the attempt made off the ring. A bulk stream takes all that waits in one recv
+  // of the size asked; off the ring for another reason, the arrival is likely small, and a
   // max_bytes buffer (the transport asks for its largest guess) would pin that much for it.
-  op.small_read = true;
+  op.small_read = !bulk_stream(op);
+  if (!op.small_read) return false;
   if (const std::atomic<unsigned>* held = core_.ring_held(op);
       held && ring_per_connection_ < recv_ring_->entries() &&
       held->load(std::memory_order_relaxed) >= ring_per_connection_) {
@@ -157,7 +157,6 @@ bool IoUringBackend::ring_serves_multishot(Operation& op) {
     return false;
   }
   op.no_ring = false;
-  op.small_read = false;
   return true;
 }
 
