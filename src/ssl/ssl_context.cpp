@@ -351,12 +351,11 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
     ec = config_error();
     return {};
   }
-  // The TLS 1.3 traffic secrets reach the engine here, for a kTLS hand-over
-  // (SslEngine::export_traffic_keys); nothing is written anywhere. The engine counts records
-  // only where this is set.
-  if (s.export_traffic_keys.value_or(kernel_tls_available())) {
-    SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
-  }
+  // The TLS 1.3 traffic secrets reach the engine here (nothing is written anywhere): its
+  // record sealer encrypts our application data with them, and a kTLS hand-over
+  // (SslEngine::export_traffic_keys) gives them to the kernel where the context allows it.
+  SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
+  impl->exports_traffic_keys_ = s.export_traffic_keys.value_or(kernel_tls_available());
 
   if (s.cert_chain && s.private_key) {
     if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||

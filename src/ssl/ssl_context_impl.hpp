@@ -30,6 +30,8 @@ class SslContext::Impl {
   std::vector<std::string> alpn_;
   std::vector<unsigned char> alpn_wire_;
   std::vector<std::pair<std::string, SslContext>> sni_;
+  // SslContextBuilder::export_traffic_keys: engines may hand their keys to the kernel.
+  bool exports_traffic_keys_ = false;
 
  private:
   SSL_CTX* ctx_;

@@ -12,6 +12,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -154,6 +155,12 @@ SslEngine::Impl::~Impl() {
 int SslEngine::Impl::direct_write(BIO* bio, const char* data, std::size_t len,
                                   std::size_t* written) {
   auto* self = static_cast<Impl*>(BIO_get_data(bio));
+  if (self->sealer_ != nullptr) {
+    // Made under keys and a sequence number that are no longer OpenSSL's: on_message has
+    // sealed the message again.
+    *written = len;
+    return 1;
+  }
   ByteBuffer* dst = self->direct_;
   // Straight into wrap's destination, unless something waits before it (order) or it does not
   // fit (never, for the records wrap asked for; a caller's BIO_write of its own goes pending).
@@ -223,10 +230,12 @@ void SslEngine::Impl::drive_handshake(std::error_code& ec) {
   if (r == 1) {
     handshake_done_ = true;
     // Not SSL_free_buffers as well: it was suspected in a crash never explained (ad6730e), and
-    // each buffer goes anyway when it next empties.
+    // each buffer goes anyway when it next empties (the write buffer, once the sealer takes
+    // over, in start_sealing).
     SSL_set_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
-    if (!records_traffic_keys()) {
-      // Only a close mid-handshake asked about our records: the rest go without the calls.
+    if (SSL_version(ssl_) != TLS1_3_VERSION && !records_traffic_keys()) {
+      // Only a close mid-handshake asked about our records, and TLS 1.2 is not sealed here:
+      // the rest go without the calls.
       SSL_set_msg_callback(ssl_, nullptr);
     }
     if (close_after_handshake_) {
@@ -297,6 +306,10 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
     const bool done = (failed_ || outbound_closed_) && pending_output() == 0;
     return result(done ? SslEngineStatus::closed : SslEngineStatus::ok, 0, produced);
   }
+  if (seal_failed_) {
+    fail(ec, make_error_code(SslErrc::engine_closed));
+    return result(SslEngineStatus::closed, 0, 0);
+  }
   if (failed_ || outbound_closed_) {
     return result(SslEngineStatus::closed, 0, 0);
   }
@@ -310,6 +323,20 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
   }
   if (dst.remaining() < chunk + max_record_overhead) {
     return result(SslEngineStatus::buffer_overflow, 0, 0);
+  }
+  if (sealer_ == nullptr && !sealing_refused_) {
+    start_sealing();
+  }
+  if (sealer_ != nullptr) {
+    if (answer_key_update()) {  // it goes before the data
+      return result(SslEngineStatus::ok, 0, drain_output(dst));
+    }
+    if (!sealer_->seal(application_data_record, srcs, chunk, dst)) {
+      fail(ec, make_error_code(SslErrc::engine_closed));
+      return result(SslEngineStatus::closed, 0, 0);
+    }
+    exchanged_ = true;
+    return result(SslEngineStatus::ok, chunk, chunk + detail::RecordSealer::overhead);
   }
   // One record from one source when it holds the whole chunk; otherwise gather first, since a
   // record per source would put a record header on every small buffer.
@@ -439,6 +466,7 @@ SslEngineResult SslEngine::Impl::unwrap(ByteBuffer& src, std::span<ByteBuffer> d
   // Every destination is full: a record still being decrypted would be lost, but the room
   // check above guarantees the record fitted.
 record_done:
+  answer_key_update();
   if (renegotiation) {
     // OpenSSL answered no_renegotiation (SSL_OP_NO_RENEGOTIATION); we also end the
     // connection, so a peer that insists cannot keep us busy.
@@ -520,36 +548,6 @@ int hex_value(char c) noexcept {
   return -1;
 }
 
-// HKDF-Expand-Label(secret, label, "", length) of RFC 8446 7.1.
-bool hkdf_expand_label(const EVP_MD* md, std::span<const unsigned char> secret,
-                       std::string_view label, unsigned char* out, std::size_t length) {
-  std::vector<unsigned char> info;
-  constexpr std::string_view prefix = "tls13 ";
-  info.push_back(static_cast<unsigned char>(length >> 8));
-  info.push_back(static_cast<unsigned char>(length & 0xff));
-  info.push_back(static_cast<unsigned char>(prefix.size() + label.size()));
-  info.insert(info.end(), prefix.begin(), prefix.end());
-  info.insert(info.end(), label.begin(), label.end());
-  info.push_back(0);  // no context
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  if (kdf == nullptr) return false;
-  EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
-  EVP_KDF_free(kdf);
-  if (kctx == nullptr) return false;
-  int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST,
-                                       const_cast<char*>(EVP_MD_get0_name(md)), 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
-                                        const_cast<unsigned char*>(secret.data()), secret.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
-      OSSL_PARAM_construct_end()};
-  const bool ok = EVP_KDF_derive(kctx, out, length, params) == 1;
-  EVP_KDF_CTX_free(kctx);
-  return ok;
-}
-
 }  // namespace
 
 SslEngine::Impl::Traffic::~Traffic() { OPENSSL_cleanse(secret.data(), secret.size()); }
@@ -583,6 +581,13 @@ void SslEngine::Impl::on_keylog(const SSL* ssl, const char* line) {
 void SslEngine::Impl::on_message(int write_p, int, int content_type, const void* buf,
                                  std::size_t len, SSL* ssl, void* arg) {
   auto* self = static_cast<Impl*>(arg);
+  if (write_p != 0 && self->sealer_ != nullptr) {
+    // OpenSSL's record of this message is dropped (direct_write); ours replaces it.
+    if (content_type == SSL3_RT_HANDSHAKE || content_type == SSL3_RT_ALERT) {
+      self->reseal(static_cast<std::uint8_t>(content_type), buf, len);
+    }
+    return;
+  }
   Traffic& t = write_p != 0 ? self->outbound_ : self->inbound_;
   if (content_type == SSL3_RT_HEADER && write_p != 0 && len > 0) {
     // TLS 1.3 hides every encrypted record behind application_data; TLS 1.2 encrypts from
@@ -643,20 +648,84 @@ std::optional<TrafficCipher> SslEngine::Impl::traffic_cipher() const noexcept {
 
 std::optional<TrafficKeys> SslEngine::Impl::export_traffic_keys(TrafficDirection direction) const {
   if (!traffic_keys_refusal(direction).empty()) return std::nullopt;
-  const Traffic& t = direction == TrafficDirection::outbound ? outbound_ : inbound_;
-  TrafficKeys keys;
-  keys.cipher = *traffic_cipher();
-  keys.key_size = keys.cipher == TrafficCipher::aes_128_gcm ? 16 : 32;
-  keys.sequence = t.records;
-  const EVP_MD* md = SSL_CIPHER_get_handshake_digest(SSL_get_current_cipher(ssl_));
-  const std::span<const unsigned char> secret(t.secret.data(), t.secret_size);
-  if (md == nullptr ||
-      !hkdf_expand_label(md, secret, "key", keys.key_bytes.data(), keys.key_size) ||
-      !hkdf_expand_label(md, secret, "iv", keys.iv.data(), keys.iv.size())) {
-    ERR_clear_error();
-    return std::nullopt;
+  const bool outbound = direction == TrafficDirection::outbound;
+  if (outbound && sealer_ != nullptr) return sealer_->keys();
+  const Traffic& t = outbound ? outbound_ : inbound_;
+  return detail::derive_traffic_keys(SSL_CIPHER_get_handshake_digest(SSL_get_current_cipher(ssl_)),
+                                     *traffic_cipher(), {t.secret.data(), t.secret_size},
+                                     t.records);
+}
+
+void SslEngine::Impl::start_sealing() {
+  if (outbound_closed_ || failed_ || pending_output() > 0 ||
+      SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE) {
+    return;  // not now: what OpenSSL has to send goes first, under its own numbers
   }
-  return keys;
+  const std::optional<TrafficCipher> cipher = traffic_cipher();
+  if (SSL_version(ssl_) != TLS1_3_VERSION || !cipher || !outbound_.known || outbound_.key_updated) {
+    // TLS 1.2, TLS_AES_128_CCM_SHA256, or a secret we no longer know: OpenSSL's records.
+    sealing_refused_ = true;
+    return;
+  }
+  sealer_ = detail::RecordSealer::make(
+      SSL_CIPHER_get_handshake_digest(SSL_get_current_cipher(ssl_)), *cipher,
+      {outbound_.secret.data(), outbound_.secret_size}, outbound_.records);
+  sealing_refused_ = sealer_ == nullptr;
+  if (sealer_ != nullptr) {
+    // OpenSSL's write buffer held the handshake's last flight. It would go when a write of
+    // OpenSSL's next emptied it (SSL_MODE_RELEASE_BUFFERS), and OpenSSL makes no more
+    // application records: free it now, or every connection keeps 16 KiB it never uses. Only
+    // buffers holding nothing are freed.
+    SSL_free_buffers(ssl_);
+  }
+}
+
+bool SslEngine::Impl::answer_key_update() noexcept {
+  if (sealer_ == nullptr || outbound_closed_ || failed_ ||
+      SSL_get_key_update_type(ssl_) == SSL_KEY_UPDATE_NONE) {
+    return false;
+  }
+  // The peer asked for our KeyUpdate (RFC 8446 4.6.3). OpenSSL would send it with its next
+  // SSL_write, which the sealer replaced; SSL_key_update puts the pending one into the state
+  // machine, and SSL_do_handshake writes it, for on_message to seal.
+  ERR_clear_error();
+  if (SSL_key_update(ssl_, SSL_KEY_UPDATE_NOT_REQUESTED) != 1 || SSL_do_handshake(ssl_) != 1) {
+    seal_failed_ = true;
+  }
+  ERR_clear_error();
+  return pending_output() > 0;
+}
+
+void SslEngine::Impl::reseal(std::uint8_t type, const void* message, std::size_t len) noexcept {
+  const auto* bytes = static_cast<const std::byte*>(message);
+  std::array<std::byte, 256> small;  // an alert, a KeyUpdate
+  std::vector<std::byte> large;
+  for (std::size_t at = 0; at < len;) {
+    const std::size_t n = std::min(len - at, max_plaintext);
+    const std::size_t size = n + detail::RecordSealer::overhead;
+    std::byte* out = small.data();
+    if (size > small.size()) {
+      try {
+        large.resize(size);
+      } catch (const std::bad_alloc&) {
+        seal_failed_ = true;
+        return;
+      }
+      out = large.data();
+    }
+    if (!sealer_->seal(type, {bytes + at, n}, out) ||
+        BIO_write(pending_out_, out, static_cast<int>(size)) != static_cast<int>(size)) {
+      seal_failed_ = true;
+      return;
+    }
+    at += n;
+  }
+  // Ours goes under the old keys; the next record under the new ones (RFC 8446 4.6.3).
+  if (type == handshake_record && len > 0 &&
+      static_cast<const unsigned char*>(message)[0] == key_update_message &&
+      !sealer_->update_keys()) {
+    seal_failed_ = true;
+  }
 }
 
 // ---- SslEngine ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // which wrap() drains and unwrap() fills one record at a time.
 #pragma once
 
+#include "record_sealer.hpp"
 #include "ssl_context_impl.hpp"
 
 #include <niox/ssl/ssl_engine.hpp>
@@ -46,11 +47,11 @@ class SslEngine::Impl {
   static void on_message(int write_p, int version, int content_type, const void* buf,
                          std::size_t len, SSL* ssl, void* arg);
   std::string_view traffic_keys_refusal(TrafficDirection direction) const noexcept;
-  // Whether the context records the traffic secrets (SslContextBuilder::export_traffic_keys).
-  bool records_traffic_keys() const noexcept {
-    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(ssl_)) != nullptr;
-  }
+  // Whether the context lets the keys go to the kernel (SslContextBuilder::export_traffic_keys).
+  bool records_traffic_keys() const noexcept { return context_->exports_traffic_keys_; }
   std::optional<TrafficKeys> export_traffic_keys(TrafficDirection direction) const;
+
+  bool sealing() const noexcept { return sealer_ != nullptr; }
 
   bool client_ = false;
   SSL* ssl_ = nullptr;
@@ -73,13 +74,23 @@ class SslEngine::Impl {
   std::size_t drain_output(ByteBuffer& dst) noexcept;
   void drive_handshake(std::error_code& ec);
   void queue_plaintext_alert(std::uint8_t description) noexcept;
+  // Once the handshake is done (TLS 1.3, a cipher the sealer knows, nothing of OpenSSL's
+  // waiting), application data is sealed by sealer_ instead of SSL_write. OpenSSL still makes
+  // the other messages of that direction (alerts, a KeyUpdate): its records are dropped at
+  // the write BIO and on_message seals each message again, in order, into pending_out_.
+  void start_sealing();
+  void reseal(std::uint8_t type, const void* message, std::size_t len) noexcept;
+  // Has OpenSSL write (and on_message seal) the KeyUpdate a peer asked for; whether output
+  // now waits.
+  bool answer_key_update() noexcept;
   void fail(std::error_code& ec, std::error_code cause) noexcept;
   SslEngineResult result(SslEngineStatus status, std::size_t consumed,
                          std::size_t produced) noexcept;
 
   std::shared_ptr<SslContext::Impl> context_;
   BIO* network_in_ = nullptr;  // owned by ssl_
-  // OpenSSL's write BIO (owned by ssl_): while wrap encrypts application data it copies each
+  // OpenSSL's write BIO (owned by ssl_): while wrap encrypts application data (TLS 1.2; TLS 1.3
+  // data is sealed without OpenSSL's records, and they are dropped here) it copies each
   // record straight into wrap's destination (direct_), which wrap has checked holds a whole
   // record; everything else (handshake flights, alerts, close_notify) waits in pending_out_,
   // as in a memory BIO, until wrap drains it. A memory BIO alone cost a second copy of every
@@ -104,6 +115,9 @@ class SslEngine::Impl {
   // holds, and uses for alerts once the handshake is done.
   bool sent_protected_ = false;
   bool close_after_handshake_ = false;  // close_outbound waits for the handshake to end
+  std::unique_ptr<detail::RecordSealer> sealer_;
+  bool sealing_refused_ = false;  // for good: TLS 1.2, another cipher, keys not seen
+  bool seal_failed_ = false;      // the cipher failed inside OpenSSL's callback
   Traffic outbound_;
   Traffic inbound_;
 };
@@ -111,6 +125,8 @@ class SslEngine::Impl {
 // What the tests reach past the API with (forcing one TLS 1.3 cipher suite, a key update).
 struct detail::SslEngineAccess {
   static SSL* ssl(SslEngine& engine) noexcept { return engine.impl_->ssl_; }
+  // Whether the engine's own record sealer makes its application data records.
+  static bool sealing(SslEngine& engine) noexcept { return engine.impl_->sealing(); }
 };
 
 }  // namespace niox

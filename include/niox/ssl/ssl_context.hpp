@@ -99,12 +99,12 @@ class SslContextBuilder {
   // How long a session may be resumed (server tickets and the client cache); 0 turns
   // resumption off.
   SslContextBuilder& session_timeout(std::chrono::seconds timeout);
-  // Whether engines record each TLS 1.3 connection's traffic secrets (kept in the engine,
-  // never written out) so that SslEngine::export_traffic_keys can hand the session to the
-  // kernel (kTLS). Default: where this kernel offers kTLS (kernel_tls_available()); elsewhere
-  // they would never be used, and recording them costs every handshake (OpenSSL formats each
-  // secret as text) and every record (a callback counts it). Off: connections keep their
-  // records in user space, and export_traffic_keys refuses with the reason.
+  // Whether SslEngine::export_traffic_keys may hand a TLS 1.3 connection's keys to the
+  // kernel (kTLS). Default: where this kernel offers kTLS (kernel_tls_available()). Off:
+  // connections keep their records in user space, and export_traffic_keys refuses with the
+  // reason. Either way each engine keeps its connection's traffic secrets (in memory, never
+  // written out, wiped with the engine): it seals its own application records with them (see
+  // SslEngine).
   SslContextBuilder& export_traffic_keys(bool on);
   // Server: connections whose SNI name is `host_name` (exact, or "*.example.com" for one
   // label) use `context`'s certificate instead of this one's.

@@ -1,0 +1,235 @@
+// The engine's own TLS 1.3 record sealer (src/ssl/record_sealer.hpp): once the handshake is
+// done, application data is encrypted from the caller's buffers straight into the destination
+// instead of through SSL_write. The peer here is another engine, i.e. OpenSSL's record layer
+// reading what the sealer made; traffic_keys_test.cpp opens the sealer's records with an
+// independent AEAD as well. What OpenSSL still makes on that side (alerts, a KeyUpdate it
+// answers) must be sealed again under the sealer's numbers, or the peer fails.
+#include "ssl/ssl_engine_impl.hpp"
+#include "ssl/ssl_test_pump.hpp"
+#include "support/test_certificates.hpp"
+
+#include <niox/ssl/ssl_context.hpp>
+#include <niox/ssl/ssl_engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <openssl/ssl.h>
+
+#include <array>
+#include <random>
+#include <string>
+
+namespace niox {
+namespace {
+
+using test::EnginePair;
+using test::TestCertificateAuthority;
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+class RecordSealerTest : public ::testing::Test {
+ protected:
+  TestCertificateAuthority ca;
+  test::PemPair leaf = ca.issue();
+
+  SslContext server_context(bool exports = false) const {
+    return SslContextBuilder::for_server(Pem::memory(leaf.certificate),
+                                         Pem::memory(leaf.private_key))
+        .export_traffic_keys(exports)
+        .build();
+  }
+  SslContext client_context() const {
+    return SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
+  }
+  static EnginePair pair(const SslContext& client, const SslContext& server) {
+    return EnginePair{client.new_engine("localhost", 443), server.new_engine(), {}, {}, {}, {}};
+  }
+
+  // Wraps all of `srcs` (one record per call, as the contract says), checking each result
+  // against the positions, then delivers the records to `to`.
+  static void send(SslEngine& from, std::span<ByteBuffer> srcs, test::Wire& wire, SslEngine& to,
+                   std::string& received) {
+    for (;;) {
+      std::size_t left = 0;
+      for (const ByteBuffer& b : srcs) left += b.remaining();
+      if (left == 0) break;
+      const std::size_t out_before = wire.out().position();
+      SslEngineResult r = from.wrap(srcs, wire.out());
+      ASSERT_EQ(r.status, SslEngineStatus::ok) << fmt::format("{}", r);
+      ASSERT_EQ(r.bytes_consumed, std::min(left, SslEngine::application_buffer_size()));
+      ASSERT_EQ(wire.out().position() - out_before, r.bytes_produced);
+      if (detail::SslEngineAccess::sealing(from)) {
+        // One record: header, inner content type and a 16-byte tag.
+        ASSERT_EQ(r.bytes_produced, r.bytes_consumed + 22);
+      }
+    }
+    ASSERT_FALSE(wire.deliver(to, received));
+  }
+};
+
+class RecordSealerSuiteTest : public RecordSealerTest,
+                              public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(RecordSealerSuiteTest, GatheredSourcesArriveExactlyAtThePeer) {
+  auto server = server_context();
+  auto client = client_context();
+  EnginePair p = pair(client, server);
+  ASSERT_EQ(SSL_set_ciphersuites(detail::SslEngineAccess::ssl(p.client), GetParam()), 1);
+  ASSERT_TRUE(p.handshake().ok());
+  ASSERT_EQ(p.client.cipher_suite(), GetParam());
+
+  // Odd sizes, so records start and end inside sources; an empty source in the middle.
+  const std::string data = pattern(40'000, 7);
+  std::array<std::size_t, 5> cuts = {1, 16'383, 0, 5'000, 18'616};
+  std::array<ByteBuffer, 5> srcs;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    srcs[i] = ByteBuffer::wrap(std::string_view(data).substr(at, cuts[i]));
+    at += cuts[i];
+  }
+  ASSERT_EQ(at, data.size());
+  std::string got;
+  send(p.server, srcs, p.to_client, p.client, got);
+  EXPECT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  EXPECT_EQ(got, data);
+
+  // And the other way, from a client, one byte and then a full record.
+  std::array<ByteBuffer, 1> one = {ByteBuffer::wrap(std::string_view("x"))};
+  std::string server_got;
+  send(p.client, one, p.to_server, p.server, server_got);
+  const std::string full = pattern(16'384, 8);
+  std::array<ByteBuffer, 1> whole = {ByteBuffer::wrap(std::string_view(full))};
+  send(p.client, whole, p.to_server, p.server, server_got);
+  EXPECT_TRUE(detail::SslEngineAccess::sealing(p.client));
+  EXPECT_EQ(server_got, "x" + full);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ciphers, RecordSealerSuiteTest,
+                         ::testing::Values("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                                           "TLS_CHACHA20_POLY1305_SHA256"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::erase(n, '_');
+                           return n;
+                         });
+
+TEST_F(RecordSealerTest, APeerAskingForAKeyUpdateGetsOneAndTheNewKeysAfterIt) {
+  auto server = server_context(/*exports=*/true);
+  auto client = client_context();
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  std::array<ByteBuffer, 1> hello = {ByteBuffer::wrap(std::string_view("before"))};
+  std::string client_got;
+  send(p.server, hello, p.to_client, p.client, client_got);
+  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  auto before = p.server.export_traffic_keys(TrafficDirection::outbound);
+  ASSERT_TRUE(before);
+
+  // The client updates its keys and asks the server to update its own.
+  ASSERT_EQ(SSL_key_update(detail::SslEngineAccess::ssl(p.client), SSL_KEY_UPDATE_REQUESTED), 1);
+  std::array<ByteBuffer, 1> ping = {ByteBuffer::wrap(std::string_view("ping"))};
+  std::string server_got;
+  send(p.client, ping, p.to_server, p.server, server_got);   // the KeyUpdate, then "ping"
+  EXPECT_FALSE(detail::SslEngineAccess::sealing(p.client));  // its secret moved on in OpenSSL
+  EXPECT_EQ(server_got, "ping");
+  // The server's answer waits in the engine, sealed under the old keys.
+  EXPECT_EQ(p.server.handshake_status(), HandshakeStatus::need_wrap);
+  ASSERT_FALSE(test::flush(p.server, p.to_client));
+  auto after = p.server.export_traffic_keys(TrafficDirection::outbound);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->sequence, 0u);
+  EXPECT_NE(after->iv, before->iv);
+
+  // Data under the new keys both ways, twice.
+  for (int i = 0; i < 2; ++i) {
+    const std::string text = pattern(20'000, 10 + i);
+    std::array<ByteBuffer, 1> src = {ByteBuffer::wrap(std::string_view(text))};
+    client_got.clear();
+    send(p.server, src, p.to_client, p.client, client_got);
+    EXPECT_EQ(client_got, text) << i;
+    std::array<ByteBuffer, 1> back = {ByteBuffer::wrap(std::string_view(text))};
+    server_got.clear();
+    send(p.client, back, p.to_server, p.server, server_got);
+    EXPECT_EQ(server_got, text);
+  }
+  EXPECT_EQ(p.server.export_traffic_keys(TrafficDirection::outbound)->sequence, 4u);
+}
+
+TEST_F(RecordSealerTest, CloseNotifyIsSealedAndEndsThePeersInputCleanly) {
+  auto server = server_context();
+  auto client = client_context();
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(std::string_view("last words"))};
+  std::string got;
+  send(p.server, data, p.to_client, p.client, got);
+  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  p.server.close_outbound();
+  ASSERT_FALSE(test::flush(p.server, p.to_client));
+  EXPECT_TRUE(p.server.is_outbound_done());
+  EXPECT_FALSE(p.to_client.deliver(p.client, got));
+  EXPECT_EQ(got, "last words");
+  ASSERT_FALSE(p.to_client.results.empty());
+  EXPECT_EQ(p.to_client.results.back().status, SslEngineStatus::closed);
+  EXPECT_TRUE(p.client.is_inbound_done());
+  std::error_code ec;
+  p.client.close_inbound(ec);
+  EXPECT_FALSE(ec) << ec.message();  // close_notify arrived: no truncation
+}
+
+TEST_F(RecordSealerTest, AnAlertOpenSslSendsIsSealedSoThePeerReadsIt) {
+  auto server = server_context();
+  auto client = client_context();
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(std::string_view("hello"))};
+  std::string got;
+  send(p.server, data, p.to_client, p.client, got);
+  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+
+  // A client record with one bit flipped: the server fails and answers bad_record_mac.
+  ByteBuffer record = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+  ByteBuffer src = ByteBuffer::wrap(std::string_view("tampered"));
+  p.client.wrap(src, record);
+  record.flip();
+  record.put(std::size_t{10}, static_cast<std::uint8_t>(record.get(10) ^ 1u));
+  ByteBuffer plain = ByteBuffer::allocate(SslEngine::application_buffer_size());
+  std::error_code ec;
+  p.server.unwrap(record, plain, ec);
+  ASSERT_TRUE(ec);
+  test::flush(p.server, p.to_client);
+  // The client reads the alert itself (it decrypts under the sealer's numbers), rather than
+  // failing to decrypt it.
+  std::error_code client_ec = p.to_client.deliver(p.client, got);
+  ASSERT_TRUE(client_ec);
+  EXPECT_NE(client_ec.message().find("alert"), std::string::npos) << client_ec.message();
+}
+
+TEST_F(RecordSealerTest, Tls12KeepsOpenSslsRecords) {
+  auto server =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .protocols({SslProtocol::tls1_2})
+          .build();
+  auto client = client_context();
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  ASSERT_EQ(p.server.protocol(), "TLSv1.2");
+  const std::string text = pattern(30'000, 3);
+  std::string got;
+  auto src = ByteBuffer::wrap(std::string_view(text));
+  while (src.has_remaining()) {
+    SslEngineResult r = p.server.wrap(src, p.to_client.out());
+    ASSERT_EQ(r.status, SslEngineStatus::ok);
+  }
+  EXPECT_FALSE(detail::SslEngineAccess::sealing(p.server));
+  ASSERT_FALSE(p.to_client.deliver(p.client, got));
+  EXPECT_EQ(got, text);
+}
+
+}  // namespace
+}  // namespace niox
