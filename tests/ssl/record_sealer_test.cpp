@@ -16,21 +16,14 @@
 #include <openssl/ssl.h>
 
 #include <array>
-#include <random>
 #include <string>
 
 namespace niox {
 namespace {
 
 using test::EnginePair;
+using test::pattern;
 using test::TestCertificateAuthority;
-
-std::string pattern(std::size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  std::mt19937 rng(seed);
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
 
 class RecordSealerTest : public ::testing::Test {
  protected:
@@ -46,8 +39,19 @@ class RecordSealerTest : public ::testing::Test {
   SslContext client_context() const {
     return SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
   }
+  SslContext server = server_context();
+  SslContext client = client_context();
+
   static EnginePair pair(const SslContext& client, const SslContext& server) {
     return EnginePair{client.new_engine("localhost", 443), server.new_engine(), {}, {}, {}, {}};
+  }
+  // A finished handshake, then `text` from the server, which starts the server's sealer.
+  static void first_data_from_server(EnginePair& p, std::string_view text, std::string& got) {
+    ASSERT_TRUE(p.handshake().ok());
+    std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(text)};
+    send(p.server, data, p.to_client, p.client, got);
+    ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+    ASSERT_EQ(got, text);
   }
 
   // Wraps all of `srcs` (one record per call, as the contract says), checking each result
@@ -76,8 +80,6 @@ class RecordSealerSuiteTest : public RecordSealerTest,
                               public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(RecordSealerSuiteTest, GatheredSourcesArriveExactlyAtThePeer) {
-  auto server = server_context();
-  auto client = client_context();
   EnginePair p = pair(client, server);
   ASSERT_EQ(SSL_set_ciphersuites(detail::SslEngineAccess::ssl(p.client), GetParam()), 1);
   ASSERT_TRUE(p.handshake().ok());
@@ -119,14 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Ciphers, RecordSealerSuiteTest,
                          });
 
 TEST_F(RecordSealerTest, APeerAskingForAKeyUpdateGetsOneAndTheNewKeysAfterIt) {
-  auto server = server_context(/*exports=*/true);
-  auto client = client_context();
-  EnginePair p = pair(client, server);
-  ASSERT_TRUE(p.handshake().ok());
-  std::array<ByteBuffer, 1> hello = {ByteBuffer::wrap(std::string_view("before"))};
+  EnginePair p = pair(client, server_context(/*exports=*/true));
   std::string client_got;
-  send(p.server, hello, p.to_client, p.client, client_got);
-  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  ASSERT_NO_FATAL_FAILURE(first_data_from_server(p, "before", client_got));
   auto before = p.server.export_traffic_keys(TrafficDirection::outbound);
   ASSERT_TRUE(before);
 
@@ -161,14 +158,9 @@ TEST_F(RecordSealerTest, APeerAskingForAKeyUpdateGetsOneAndTheNewKeysAfterIt) {
 }
 
 TEST_F(RecordSealerTest, CloseNotifyIsSealedAndEndsThePeersInputCleanly) {
-  auto server = server_context();
-  auto client = client_context();
   EnginePair p = pair(client, server);
-  ASSERT_TRUE(p.handshake().ok());
-  std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(std::string_view("last words"))};
   std::string got;
-  send(p.server, data, p.to_client, p.client, got);
-  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  ASSERT_NO_FATAL_FAILURE(first_data_from_server(p, "last words", got));
   p.server.close_outbound();
   ASSERT_FALSE(test::flush(p.server, p.to_client));
   EXPECT_TRUE(p.server.is_outbound_done());
@@ -183,14 +175,9 @@ TEST_F(RecordSealerTest, CloseNotifyIsSealedAndEndsThePeersInputCleanly) {
 }
 
 TEST_F(RecordSealerTest, AnAlertOpenSslSendsIsSealedSoThePeerReadsIt) {
-  auto server = server_context();
-  auto client = client_context();
   EnginePair p = pair(client, server);
-  ASSERT_TRUE(p.handshake().ok());
-  std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(std::string_view("hello"))};
   std::string got;
-  send(p.server, data, p.to_client, p.client, got);
-  ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  ASSERT_NO_FATAL_FAILURE(first_data_from_server(p, "hello", got));
 
   // A client record with one bit flipped: the server fails and answers bad_record_mac.
   ByteBuffer record = ByteBuffer::allocate(SslEngine::packet_buffer_size());
@@ -211,12 +198,11 @@ TEST_F(RecordSealerTest, AnAlertOpenSslSendsIsSealedSoThePeerReadsIt) {
 }
 
 TEST_F(RecordSealerTest, Tls12KeepsOpenSslsRecords) {
-  auto server =
+  auto tls12 =
       SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
           .protocols({SslProtocol::tls1_2})
           .build();
-  auto client = client_context();
-  EnginePair p = pair(client, server);
+  EnginePair p = pair(client, tls12);
   ASSERT_TRUE(p.handshake().ok());
   ASSERT_EQ(p.server.protocol(), "TLSv1.2");
   const std::string text = pattern(30'000, 3);

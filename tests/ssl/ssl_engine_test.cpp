@@ -12,22 +12,13 @@
 
 #include <algorithm>
 #include <fstream>
-#include <random>
 
 namespace niox {
 namespace {
 
 using test::EnginePair;
+using test::pattern;
 using test::TestCertificateAuthority;
-
-std::string pattern(std::size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  std::mt19937 rng(seed);
-  for (char& c : s) {
-    c = static_cast<char>(rng());
-  }
-  return s;
-}
 
 class SslEngineTest : public ::testing::Test {
  protected:

@@ -5,11 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <string>
 #include <system_error>
 #include <vector>
 
 namespace niox::test {
+
+// n bytes of a seeded pseudo-random pattern.
+inline std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
 
 // One direction of the wire: bytes wrapped by one side, waiting to be unwrapped by the other.
 class Wire {
