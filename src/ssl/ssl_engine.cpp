@@ -662,8 +662,12 @@ void SslEngine::Impl::start_sealing() {
     return;  // not now: what OpenSSL has to send goes first, under its own numbers
   }
   const std::optional<TrafficCipher> cipher = traffic_cipher();
-  if (SSL_version(ssl_) != TLS1_3_VERSION || !cipher || !outbound_.known || outbound_.key_updated) {
-    // TLS 1.2, TLS_AES_128_CCM_SHA256, or a secret we no longer know: OpenSSL's records.
+  const SSL_SESSION* session = SSL_get0_session(ssl_);
+  if (SSL_version(ssl_) != TLS1_3_VERSION || !cipher || !outbound_.known || outbound_.key_updated ||
+      session == nullptr ||
+      SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED) {
+    // TLS 1.2, TLS_AES_128_CCM_SHA256, a secret we no longer know, or a peer that asked for
+    // records under 16 KiB (RFC 6066's max_fragment_length): OpenSSL's records.
     sealing_refused_ = true;
     return;
   }

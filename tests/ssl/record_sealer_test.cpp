@@ -197,6 +197,30 @@ TEST_F(RecordSealerTest, AnAlertOpenSslSendsIsSealedSoThePeerReadsIt) {
   EXPECT_NE(client_ec.message().find("alert"), std::string::npos) << client_ec.message();
 }
 
+TEST_F(RecordSealerTest, APeerAskingForSmallRecordsGetsThemFromOpenSsl) {
+  EnginePair p = pair(client, server);
+  ASSERT_EQ(SSL_set_tlsext_max_fragment_length(detail::SslEngineAccess::ssl(p.client),
+                                               TLSEXT_max_fragment_length_512),
+            1);
+  ASSERT_TRUE(p.handshake().ok());
+  const std::string text = pattern(3'000, 4);
+  auto src = ByteBuffer::wrap(std::string_view(text));
+  ByteBuffer& wire = p.to_client.out();
+  while (src.has_remaining()) {
+    ASSERT_EQ(p.server.wrap(src, wire).status, SslEngineStatus::ok);
+  }
+  EXPECT_FALSE(detail::SslEngineAccess::sealing(p.server));
+  // Every record the server made holds at most 512 bytes of plaintext.
+  for (std::size_t at = 0; at < wire.position();) {
+    const std::size_t length = std::size_t{wire.get(at + 3)} << 8 | wire.get(at + 4);
+    EXPECT_LE(length, 512u + 1 + 16) << at;
+    at += 5 + length;
+  }
+  std::string got;
+  ASSERT_FALSE(p.to_client.deliver(p.client, got));
+  EXPECT_EQ(got, text);
+}
+
 TEST_F(RecordSealerTest, Tls12KeepsOpenSslsRecords) {
   auto tls12 =
       SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
