@@ -87,15 +87,7 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
     : AbstractLoopSocketChannel(loop, std::move(fd), family),
       multishot_(loop.has_multishot_receive()),
-      recv_(recv_allocator().new_handle()) {
-  std::error_code ec;
-  int sndbuf = detail::get_socket_option(fd_.get(), StandardSocketOptions::so_sndbuf, ec);
-  if (!ec && sndbuf > 0) {
-    // Netty's starting budget: twice SO_SNDBUF, adapted per write afterwards.
-    // (Straight into the outbound buffer: nobody else can see the channel yet.)
-    mutable_outbound_buffer().set_max_bytes_per_write(static_cast<std::size_t>(sndbuf) * 2);
-  }
-}
+      recv_(recv_allocator().new_handle()) {}
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
   return adopt(loop, Socket::open(family, SOCK_STREAM, true), family);
@@ -422,6 +414,18 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
 // ---- Writing ------------------------------------------------------------------------------
 
 void LoopSocketChannel::do_write(OutboundBuffer& out) {
+  // Netty's starting budget for one gathering write: twice SO_SNDBUF, adapted per write
+  // afterwards. Asked for only once a write could exceed the smallest such budget (Linux keeps
+  // SO_SNDBUF at 4,608 bytes or more): a connection that writes less, a request and a small
+  // response, saves the system call.
+  constexpr std::size_t smallest_budget = 2 * 4608;
+  if (!out.max_bytes_per_write_set() && out.total_pending_bytes() > smallest_budget &&
+      fd_.valid()) {
+    std::error_code ec;
+    const int sndbuf = detail::get_socket_option(fd_.get(), StandardSocketOptions::so_sndbuf, ec);
+    out.set_max_bytes_per_write(!ec && sndbuf > 0 ? static_cast<std::size_t>(sndbuf) * 2
+                                                  : max_bytes_per_call);
+  }
   while (fd_.valid() && !writing_) {
     GatherWrite g = out.gather();
     if (g.empty()) {

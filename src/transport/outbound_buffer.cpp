@@ -153,7 +153,7 @@ GatherWrite OutboundBuffer::gather(std::size_t max_iovecs) {
     scratch = s.writable_bytes();
   }
 
-  GatherBuilder builder(std::span<iovec>(iovecs.data(), max_iovecs), max_bytes_, scratch,
+  GatherBuilder builder(std::span<iovec>(iovecs.data(), max_iovecs), max_bytes_per_write(), scratch,
                         coalesce_threshold_);
   for (std::size_t i = 0; i < flushed_; ++i) {
     auto* b = entries_[i].msg.get_if<ByteBuffer>();
@@ -272,7 +272,7 @@ void OutboundBuffer::adapt_max_bytes_per_write(std::size_t attempted,
                                                std::size_t written) noexcept {
   constexpr std::size_t low_threshold = 4096;
   if (attempted == written) {
-    if (attempted * 2 > max_bytes_) {
+    if (attempted * 2 > max_bytes_per_write()) {
       set_max_bytes_per_write(attempted * 2);
     }
   } else if (attempted > low_threshold && written < attempted / 2) {

@@ -232,6 +232,43 @@ TEST_P(SocketTransportTest, LengthFieldAndHeaderBodyFramingEndToEnd) {
   client_group.shutdown_gracefully();
 }
 
+// The starting budget of a gathering write is twice SO_SNDBUF (Netty's), asked of the socket
+// only once a write could exceed the smallest such budget: a connection that writes less (a
+// request and a small response) saves the system call.
+TEST_P(SocketTransportTest, TheWriteBudgetIsAskedOfTheSocketOnlyForALargeWrite) {
+  std::promise<std::pair<std::size_t, std::size_t>> budgets;
+  std::vector<std::byte> big = pseudo_random_bytes(64 * 1024, 5);
+  TestServer server(options(), 1);
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    ctx.write_and_flush(ByteBuffer::wrap(std::string_view("small")));
+    const std::size_t after_small = ctx.channel().config().max_bytes_per_gathering_write();
+    auto b = ByteBuffer::allocate(big.size());
+    b.put(big).flip();
+    Channel* ch = &ctx.channel();
+    ctx.write_and_flush(std::move(b)).add_listener([&, ch, after_small](const std::error_code&) {
+      budgets.set_value({after_small, ch->config().max_bytes_per_gathering_write()});
+    });
+    ctx.shutdown_output();
+  };
+  server.bootstrap()
+      .child_option(channel_option::so_sndbuf, 16 * 1024)  // the kernel keeps twice that
+      .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);
+  auto got = peer.recv_to_eof();
+  auto f = budgets.get_future();
+  auto [after_small, after_large] = wait_for(f);
+  EXPECT_EQ(after_small, max_bytes_per_call);  // not asked
+  // Twice the 32 KiB, or that adapted once by the write itself (doubled, or halved).
+  EXPECT_TRUE(after_large == 32u * 1024 || after_large == 64u * 1024 || after_large == 128u * 1024)
+      << after_large;
+  std::vector<std::byte> want(5);
+  std::memcpy(want.data(), "small", 5);
+  want.insert(want.end(), big.begin(), big.end());
+  EXPECT_EQ(got, want);
+}
+
 TEST_P(SocketTransportTest, BackpressureFlipsWritabilityAndTheHardCapFailsWrites) {
   struct State {
     std::mutex mu;

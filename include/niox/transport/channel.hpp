@@ -98,7 +98,8 @@ class ChannelConfig {
   ChannelConfig& set_max_messages_per_read(int n);
   std::chrono::milliseconds connect_timeout() const noexcept { return connect_timeout_; }
   ChannelConfig& set_connect_timeout(std::chrono::milliseconds t);
-  // Byte budget of one gathering write (the transport seeds it from SO_SNDBUF).
+  // Byte budget of one gathering write: max_bytes_per_call until the first write larger than
+  // 9 KiB, which seeds it from SO_SNDBUF (twice it); then adapted per write.
   std::size_t max_bytes_per_gathering_write() const noexcept;
   ChannelConfig& set_max_bytes_per_gathering_write(std::size_t bytes);
   // Writes of at least this many bytes go out zero-copy, 0 (the default): none. See

@@ -149,10 +149,15 @@ class OutboundBuffer {
     listener_context_ = context;
   }
 
-  // Byte budget of one gather (clamped to [1, max_bytes_per_call]). The transport sets it from
-  // SO_SNDBUF and lets adapt_max_bytes_per_write() tune it.
+  // Byte budget of one gather (clamped to [1, max_bytes_per_call]). Until it is set, a gather
+  // takes up to max_bytes_per_call. The socket transport sets it from SO_SNDBUF before the
+  // first write large enough for it to matter, and adapt_max_bytes_per_write() tunes it.
   void set_max_bytes_per_write(std::size_t bytes) noexcept;
-  std::size_t max_bytes_per_write() const noexcept { return max_bytes_; }
+  std::size_t max_bytes_per_write() const noexcept {
+    return max_bytes_ != 0 ? max_bytes_ : max_bytes_per_call;
+  }
+  // Whether anyone (the transport, the user, adapt_max_bytes_per_write) has set the budget.
+  bool max_bytes_per_write_set() const noexcept { return max_bytes_ != 0; }
   // Netty's rule: a write that took everything it was offered doubles the budget (when the
   // offer was near it), one that took less than half of a large offer halves it.
   void adapt_max_bytes_per_write(std::size_t attempted, std::size_t written) noexcept;
@@ -212,7 +217,7 @@ class OutboundBuffer {
   std::uint32_t flushed_ = 0;  // at most entries_.size()
   // Every channel has one: the two byte counts that never exceed max_bytes_per_call (under
   // 2^31) take 32 bits each.
-  std::uint32_t max_bytes_ = max_bytes_per_call;
+  std::uint32_t max_bytes_ = 0;  // 0: not set (max_bytes_per_write())
   std::uint32_t coalesce_threshold_ = 0;
   bool writable_ = true;
   bool in_flight_ = false;  // a gather was handed out and not yet reported
