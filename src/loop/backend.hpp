@@ -34,6 +34,8 @@ class Backend {
   virtual void cancel(Operation& op) = 0;
   // Every operation of fd has been cancelled; the descriptor is about to be closed or released.
   virtual void forget_fd(int fd) = 0;
+  // fd is known to be non-blocking (detail::declare_nonblocking_socket).
+  virtual void declare_nonblocking(int /*fd*/) {}
   // Makes every attempt that needs no waiting (epoll speculation, readiness fallbacks).
   virtual void flush() = 0;
   // One kernel entry: submits what is queued, waits up to `timeout` (negative = no limit) for

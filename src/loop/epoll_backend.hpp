@@ -23,6 +23,7 @@ class EpollBackend final : public Backend {
   void start(Operation& op) override;
   void cancel(Operation& op) override;
   void forget_fd(int fd) override;
+  void declare_nonblocking(int fd) override { fd_entry(fd).nonblocking = true; }
   void flush() override { drain(); }
   void wait(std::chrono::nanoseconds timeout) override;
   void watch_internal(int fd, InternalFd which) override;

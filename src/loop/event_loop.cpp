@@ -442,6 +442,14 @@ bool LoopCore::cancel(OperationHandle h) {
   return true;
 }
 
+void LoopCore::declare_nonblocking_socket(int fd) {
+  if (fd < 0) return;
+  if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
+  fds_[fd].classified = true;
+  fds_[fd].is_socket = true;
+  backend_->declare_nonblocking(fd);
+}
+
 void LoopCore::forget(int fd) {
   if (fd < 0) return;
   if (static_cast<std::size_t>(fd) < fds_.size()) {
@@ -875,6 +883,10 @@ std::error_code EventLoop::close(FileDescriptor fd) {
   return fd.close();
 }
 void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get()); }
+
+void detail::declare_nonblocking_socket(EventLoop& loop, int fd) {
+  loop.core_->declare_nonblocking_socket(fd);
+}
 LoopCounters EventLoop::counters() const noexcept { return core_->counters(); }
 std::size_t EventLoop::pending() const noexcept { return core_->pending(); }
 int EventLoop::pollable_fd() { return core_->pollable_fd(); }

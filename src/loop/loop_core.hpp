@@ -53,6 +53,8 @@ class LoopCore {
   bool cancel(OperationHandle h);
   // Aborts what is pending on fd and forgets it; never closes it (EventLoop::close does).
   void forget(int fd);
+  // The descriptor is a non-blocking socket: no fstat, and no fcntl on epoll, to find out.
+  void declare_nonblocking_socket(int fd);
   std::size_t run_once(std::chrono::nanoseconds timeout);  // negative = no limit
   void run();
   void stop() noexcept;

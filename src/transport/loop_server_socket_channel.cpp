@@ -102,6 +102,7 @@ void LoopServerSocketChannel::on_accepted(std::error_code ec, FileDescriptor fd)
     std::shared_ptr<LoopSocketChannel> child;
     try {
       child = LoopSocketChannel::adopt(child_loop, std::move(fd), family_);
+      child->accepted_ = true;
     } catch (...) {
       pipeline().fire_exception_caught(std::current_exception());
       return;

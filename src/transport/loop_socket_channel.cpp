@@ -171,7 +171,12 @@ void LoopSocketChannel::on_connected(std::error_code ec) {
   promise.try_success();
 }
 
-void LoopSocketChannel::start_accepted() { become_active(); }
+void LoopSocketChannel::start_accepted() {
+  // A descriptor the accept made is a non-blocking socket: the loop need not ask (fstat,
+  // fcntl) on its first operation. One adopted from elsewhere could be blocking.
+  if (accepted_ && fd_.valid()) detail::declare_nonblocking_socket(event_loop(), fd_.get());
+  become_active();
+}
 
 void LoopSocketChannel::become_active() {
   if (active_ || !fd_.valid()) {

@@ -440,6 +440,23 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
   }
 }
 
+// What accept4(SOCK_NONBLOCK) made needs no checking: the loop neither fstat()s nor fcntl()s an
+// accepted connection, and a small echo does not ask for SO_SNDBUF. (These are syscalls of the
+// library itself, not loop I/O, so the shim sees them on every backend.)
+TEST_P(TransportFaults, AnAcceptedConnectionIsNotAskedWhatItIs) {
+  TestServer server(options(), 1);
+  SocketAddress addr = serve_echo(server);
+  fi::Armed questions({.calls = fi::questions, .local_port = addr.inet().port(), .times = 0});
+  for (int i = 0; i < 3; ++i) {
+    PeerSocket peer(addr);
+    peer.send_all("ping");
+    auto back = peer.recv_exact(4);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
+  }
+  EXPECT_EQ(questions.seen(), 0u);
+  server.stop();
+}
+
 TEST_P(TransportFaults, EconnresetFailsEveryPendingWriteOnceAndFreesTheDescriptor) {
   bool via_shim = shim_sees_loop(GetParam());
   constexpr int kWrites = 200;

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdarg>
 #include <mutex>
 
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -255,6 +257,33 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   Decision d = decide(call_accept4, fd, 0);
   if (d.error) return static_cast<int>(fail(d.error));
   return real(fd, addr, len, flags);
+}
+
+int fstat(int fd, struct stat* st) {
+  static auto real = next<int (*)(int, struct stat*)>("fstat");
+  Decision d = decide(call_fstat, fd, 0);
+  if (d.error) return static_cast<int>(fail(d.error));
+  return real(fd, st);
+}
+
+// Every fcntl command takes an int, a pointer or nothing: forwarding one pointer-sized argument
+// serves each of them on the x86-64 and aarch64 calling conventions.
+int fcntl(int fd, int cmd, ...) {
+  static auto real = next<int (*)(int, int, ...)>("fcntl");
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  Decision d = decide(call_fcntl, fd, 0);
+  if (d.error) return static_cast<int>(fail(d.error));
+  return real(fd, cmd, arg);
+}
+
+int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  static auto real = next<int (*)(int, int, int, void*, socklen_t*)>("getsockopt");
+  Decision d = decide(call_getsockopt, fd, 0);
+  if (d.error) return static_cast<int>(fail(d.error));
+  return real(fd, level, name, value, len);
 }
 
 }  // extern "C"

@@ -1,8 +1,9 @@
 // A syscall fault-injection shim for tests. Linked only into the reliability test executable,
 // never into the library.
 //
-// The shim defines read, readv, recv, recvmsg, write, writev, send, sendmsg, accept and accept4
-// in the test executable. The executable's definitions win over libc's for every caller in the
+// The shim defines read, readv, recv, recvmsg, write, writev, send, sendmsg, accept and accept4,
+// and fstat, fcntl and getsockopt (to count the questions a library asks of a descriptor), in
+// the test executable. The executable's definitions win over libc's for every caller in the
 // process, the library included; each one forwards to the next definition (libc, or a sanitizer
 // runtime's interceptor) found with dlsym(RTLD_NEXT). Nothing changes until a rule is armed:
 // the unarmed cost is one relaxed atomic load per call.
@@ -42,10 +43,14 @@ enum Call : unsigned {
   call_sendmsg = 1u << 7,
   call_accept = 1u << 8,
   call_accept4 = 1u << 9,
+  call_fstat = 1u << 10,
+  call_fcntl = 1u << 11,
+  call_getsockopt = 1u << 12,
 };
 inline constexpr unsigned reads = call_read | call_readv | call_recv | call_recvmsg;
 inline constexpr unsigned writes = call_write | call_writev | call_send | call_sendmsg;
 inline constexpr unsigned accepts = call_accept | call_accept4;
+inline constexpr unsigned questions = call_fstat | call_fcntl | call_getsockopt;
 
 struct Rule {
   unsigned calls = 0;

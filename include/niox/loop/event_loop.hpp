@@ -110,8 +110,14 @@ struct OperationHandle {
   friend bool operator==(OperationHandle, OperationHandle) = default;
 };
 
+class EventLoop;
+
 namespace detail {
 class LoopCore;
+// Not API: the transport's word that `fd` is a non-blocking socket (accept4 made it with
+// SOCK_NONBLOCK), so that `loop` neither fstat()s it nor, on epoll, fcntl()s it on its first
+// operation. On the loop thread, before that operation; forgotten with the descriptor.
+void declare_nonblocking_socket(EventLoop& loop, int fd);
 
 // What an operation hands its handler. Lives in the pooled operation object.
 struct Completion {
@@ -539,6 +545,7 @@ class EventLoop final : public Executor {
   int pollable_fd();
 
  private:
+  friend void detail::declare_nonblocking_socket(EventLoop& loop, int fd);
   template <class H>
   OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
                                WriteFlags flags = WriteFlags::none) {

@@ -158,6 +158,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family);
 
  private:
+  friend class LoopServerSocketChannel;  // marks the channels it accepted (accepted_)
   std::shared_ptr<LoopSocketChannel> self() {
     return std::static_pointer_cast<LoopSocketChannel>(shared_from_this());
   }
@@ -199,6 +200,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connect_timed_out_ = false;
+  bool accepted_ = false;  // the server channel's accept made the descriptor (non-blocking)
   // What the write in the kernel asked to move: at most max_bytes_per_call, under 2^31.
   std::uint32_t write_attempted_ = 0;
   std::unique_ptr<Parked> parked_;
