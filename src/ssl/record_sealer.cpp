@@ -17,13 +17,24 @@ constexpr std::size_t header_size = 5;
 constexpr std::size_t tag_size = 16;
 constexpr std::size_t max_plaintext = 16384;
 
+// OpenSSL 3 looks an algorithm up in its providers (under a lock) on every implicit use; these
+// are looked up once per process and kept (never freed: they live as long as the library).
 const EVP_CIPHER* evp_cipher(TrafficCipher cipher) noexcept {
+  static EVP_CIPHER* const aes_128_gcm = EVP_CIPHER_fetch(nullptr, "AES-128-GCM", nullptr);
+  static EVP_CIPHER* const aes_256_gcm = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+  static EVP_CIPHER* const chacha20_poly1305 =
+      EVP_CIPHER_fetch(nullptr, "ChaCha20-Poly1305", nullptr);
   switch (cipher) {
-    case TrafficCipher::aes_128_gcm: return EVP_aes_128_gcm();
-    case TrafficCipher::aes_256_gcm: return EVP_aes_256_gcm();
-    case TrafficCipher::chacha20_poly1305: return EVP_chacha20_poly1305();
+    case TrafficCipher::aes_128_gcm: return aes_128_gcm;
+    case TrafficCipher::aes_256_gcm: return aes_256_gcm;
+    case TrafficCipher::chacha20_poly1305: return chacha20_poly1305;
   }
   return nullptr;
+}
+
+EVP_KDF* hkdf() noexcept {
+  static EVP_KDF* const kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  return kdf;
 }
 
 }  // namespace
@@ -38,10 +49,7 @@ bool hkdf_expand_label(const EVP_MD* md, std::span<const unsigned char> secret,
   info.insert(info.end(), prefix.begin(), prefix.end());
   info.insert(info.end(), label.begin(), label.end());
   info.push_back(0);  // no context
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  if (kdf == nullptr) return false;
-  EVP_KDF_CTX* kctx = EVP_KDF_CTX_new(kdf);
-  EVP_KDF_free(kdf);
+  EVP_KDF_CTX* kctx = hkdf() != nullptr ? EVP_KDF_CTX_new(hkdf()) : nullptr;
   if (kctx == nullptr) return false;
   int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
   OSSL_PARAM params[] = {
@@ -81,6 +89,7 @@ std::unique_ptr<RecordSealer> RecordSealer::make(const EVP_MD* md, TrafficCipher
   s->cipher_ = cipher;
   s->ctx_ = EVP_CIPHER_CTX_new();
   if (md == nullptr || secret.size() > s->secret_.size() || s->ctx_ == nullptr ||
+      evp_cipher(cipher) == nullptr ||
       EVP_EncryptInit_ex(s->ctx_, evp_cipher(cipher), nullptr, nullptr, nullptr) != 1 ||
       !s->load(secret)) {
     ERR_clear_error();

@@ -22,6 +22,10 @@ namespace {
 
 constexpr std::size_t record_header_size = 5;
 constexpr std::size_t max_plaintext = 16384;
+// The sealer starts with a full record, or once this much went through SSL_write: a connection
+// that sends one small response and closes (a handshake per request) would spend more on
+// deriving the sealer's keys than the copies would have cost.
+constexpr std::size_t seal_after = 4 * max_plaintext;
 // The largest ciphertext a TLS 1.2 peer may send (RFC 5246 6.2.3); TLS 1.3 allows less.
 constexpr std::size_t max_ciphertext = max_plaintext + 2048;
 // Header, explicit IV, MAC and padding of the most expensive cipher TLS 1.2 still offers.
@@ -324,7 +328,8 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
   if (dst.remaining() < chunk + max_record_overhead) {
     return result(SslEngineStatus::buffer_overflow, 0, 0);
   }
-  if (sealer_ == nullptr && !sealing_refused_) {
+  if (sealer_ == nullptr && !sealing_refused_ &&
+      (chunk == max_plaintext || wrapped_ >= seal_after)) {
     start_sealing();
   }
   if (sealer_ != nullptr) {
@@ -367,6 +372,7 @@ SslEngineResult SslEngine::Impl::wrap(std::span<ByteBuffer> srcs, ByteBuffer& ds
     fail(ec, detail::take_openssl_error(ssl_, make_error_code(SslErrc::engine_closed)));
     return result(SslEngineStatus::closed, 0, direct);
   }
+  wrapped_ += written;
   std::size_t left = written;
   for (auto it = first; left > 0; ++it) {
     const std::size_t n = std::min(it->remaining(), left);

@@ -116,6 +116,7 @@ class SslEngine::Impl {
   bool sent_protected_ = false;
   bool close_after_handshake_ = false;  // close_outbound waits for the handshake to end
   std::unique_ptr<detail::RecordSealer> sealer_;
+  std::uint64_t wrapped_ = 0;     // application bytes SSL_write took (see seal_after)
   bool sealing_refused_ = false;  // for good: TLS 1.2, another cipher, keys not seen
   bool seal_failed_ = false;      // the cipher failed inside OpenSSL's callback
   Traffic outbound_;

@@ -45,13 +45,17 @@ class RecordSealerTest : public ::testing::Test {
   static EnginePair pair(const SslContext& client, const SslContext& server) {
     return EnginePair{client.new_engine("localhost", 443), server.new_engine(), {}, {}, {}, {}};
   }
-  // A finished handshake, then `text` from the server, which starts the server's sealer.
+  // A finished handshake, then a full record from the server, which starts its sealer, and
+  // then `text`; `got` holds what the client received.
   static void first_data_from_server(EnginePair& p, std::string_view text, std::string& got) {
     ASSERT_TRUE(p.handshake().ok());
-    std::array<ByteBuffer, 1> data = {ByteBuffer::wrap(text)};
+    const std::string full = pattern(SslEngine::application_buffer_size(), 1);
+    std::array<ByteBuffer, 2> data = {ByteBuffer::wrap(std::string_view(full)),
+                                      ByteBuffer::wrap(text)};
     send(p.server, data, p.to_client, p.client, got);
     ASSERT_TRUE(detail::SslEngineAccess::sealing(p.server));
-    ASSERT_EQ(got, text);
+    ASSERT_EQ(got, full + std::string(text));
+    got = text;
   }
 
   // Wraps all of `srcs` (one record per call, as the contract says), checking each result
@@ -195,6 +199,27 @@ TEST_F(RecordSealerTest, AnAlertOpenSslSendsIsSealedSoThePeerReadsIt) {
   std::error_code client_ec = p.to_client.deliver(p.client, got);
   ASSERT_TRUE(client_ec);
   EXPECT_NE(client_ec.message().find("alert"), std::string::npos) << client_ec.message();
+}
+
+// Deriving the sealer's keys costs more than the copies of one small response would: a
+// connection that answers one request and closes never starts it; one that goes on does, once
+// its small writes add up (64 KiB).
+TEST_F(RecordSealerTest, SmallWritesStayWithOpenSslUntilTheyAddUp) {
+  EnginePair p = pair(client, server);
+  ASSERT_TRUE(p.handshake().ok());
+  const std::string response = pattern(4096, 2);
+  std::string got;
+  std::size_t sent = 0;
+  for (int i = 0; i < 16; ++i) {
+    std::array<ByteBuffer, 1> src = {ByteBuffer::wrap(std::string_view(response))};
+    send(p.server, src, p.to_client, p.client, got);
+    sent += response.size();
+    EXPECT_EQ(detail::SslEngineAccess::sealing(p.server), sent > 64 * 1024) << sent;
+  }
+  std::array<ByteBuffer, 1> last = {ByteBuffer::wrap(std::string_view(response))};
+  send(p.server, last, p.to_client, p.client, got);
+  EXPECT_TRUE(detail::SslEngineAccess::sealing(p.server));
+  EXPECT_EQ(got.size(), 17 * response.size());
 }
 
 TEST_F(RecordSealerTest, APeerAskingForSmallRecordsGetsThemFromOpenSsl) {
