@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 namespace niox::detail {
 namespace {
@@ -41,14 +40,17 @@ EVP_KDF* hkdf() noexcept {
 
 bool hkdf_expand_label(const EVP_MD* md, std::span<const unsigned char> secret,
                        std::string_view label, unsigned char* out, std::size_t length) {
-  std::vector<unsigned char> info;
+  // HkdfLabel: length(2), "tls13 " + label (one length byte), an empty context (one byte).
   constexpr std::string_view prefix = "tls13 ";
-  info.push_back(static_cast<unsigned char>(length >> 8));
-  info.push_back(static_cast<unsigned char>(length & 0xff));
-  info.push_back(static_cast<unsigned char>(prefix.size() + label.size()));
-  info.insert(info.end(), prefix.begin(), prefix.end());
-  info.insert(info.end(), label.begin(), label.end());
-  info.push_back(0);  // no context
+  std::array<unsigned char, 2 + 1 + 6 + 32 + 1> info{};
+  if (label.size() > 32) return false;
+  std::size_t at = 0;
+  info[at++] = static_cast<unsigned char>(length >> 8);
+  info[at++] = static_cast<unsigned char>(length & 0xff);
+  info[at++] = static_cast<unsigned char>(prefix.size() + label.size());
+  at = std::copy(prefix.begin(), prefix.end(), info.begin() + at) - info.begin();
+  at = std::copy(label.begin(), label.end(), info.begin() + at) - info.begin();
+  info[at++] = 0;
   EVP_KDF_CTX* kctx = hkdf() != nullptr ? EVP_KDF_CTX_new(hkdf()) : nullptr;
   if (kctx == nullptr) return false;
   int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
@@ -58,7 +60,7 @@ bool hkdf_expand_label(const EVP_MD* md, std::span<const unsigned char> secret,
                                        const_cast<char*>(EVP_MD_get0_name(md)), 0),
       OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
                                         const_cast<unsigned char*>(secret.data()), secret.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), info.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info.data(), at),
       OSSL_PARAM_construct_end()};
   const bool ok = EVP_KDF_derive(kctx, out, length, params) == 1;
   EVP_KDF_CTX_free(kctx);
@@ -134,7 +136,7 @@ std::optional<TrafficKeys> RecordSealer::keys() const {
   return derive_traffic_keys(md_, cipher_, {secret_.data(), secret_size_}, sequence_);
 }
 
-bool RecordSealer::begin(std::uint8_t, std::size_t n, std::byte* header) {
+bool RecordSealer::begin(std::size_t n, std::byte* header) {
   // The last sequence number would wrap to a used nonce; RFC 8446 5.5 asks for a key update
   // long before (AES-GCM: 2^24.5 records), which a peer of ours would send.
   if (n > max_plaintext || sequence_ == std::numeric_limits<std::uint64_t>::max()) return false;
@@ -167,7 +169,7 @@ bool RecordSealer::finish(std::uint8_t type, std::byte* tail) {
 bool RecordSealer::seal(std::uint8_t type, std::span<ByteBuffer> srcs, std::size_t n,
                         ByteBuffer& dst) {
   std::byte* const record = dst.writable_bytes().data();
-  if (!begin(type, n, record)) {
+  if (!begin(n, record)) {
     ERR_clear_error();
     return false;
   }
@@ -201,21 +203,6 @@ bool RecordSealer::seal(std::uint8_t type, std::span<ByteBuffer> srcs, std::size
     if (n == 0) break;
   }
   dst.position(dst.position() + static_cast<std::size_t>(out + 1 + tag_size - record));
-  return true;
-}
-
-bool RecordSealer::seal(std::uint8_t type, std::span<const std::byte> data, std::byte* out) {
-  int outl = 0;
-  if (!begin(type, data.size(), out) ||
-      (!data.empty() &&
-       (EVP_EncryptUpdate(ctx_, reinterpret_cast<unsigned char*>(out + header_size), &outl,
-                          reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size())) != 1 ||
-        static_cast<std::size_t>(outl) != data.size())) ||
-      !finish(type, out + header_size + data.size())) {
-    ERR_clear_error();
-    return false;
-  }
   return true;
 }
 

@@ -59,8 +59,6 @@ class RecordSealer {
   // n + overhead, which the caller has checked fit. False when the cipher failed or the
   // sequence numbers ran out; nothing is advanced then.
   bool seal(std::uint8_t type, std::span<ByteBuffer> srcs, std::size_t n, ByteBuffer& dst);
-  // The same from one span of bytes into `out` (n + overhead bytes).
-  bool seal(std::uint8_t type, std::span<const std::byte> data, std::byte* out);
   // After a KeyUpdate was sealed: the next secret, its key and IV, sequence 0.
   bool update_keys();
 
@@ -69,7 +67,7 @@ class RecordSealer {
 
  private:
   RecordSealer() = default;
-  bool begin(std::uint8_t type, std::size_t n, std::byte* header);
+  bool begin(std::size_t n, std::byte* header);
   bool finish(std::uint8_t type, std::byte* tail);
   bool load(std::span<const unsigned char> secret);
 

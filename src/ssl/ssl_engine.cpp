@@ -707,28 +707,17 @@ bool SslEngine::Impl::answer_key_update() noexcept {
 }
 
 void SslEngine::Impl::reseal(std::uint8_t type, const void* message, std::size_t len) noexcept {
-  const auto* bytes = static_cast<const std::byte*>(message);
-  std::array<std::byte, 256> small;  // an alert, a KeyUpdate
-  std::vector<std::byte> large;
-  for (std::size_t at = 0; at < len;) {
-    const std::size_t n = std::min(len - at, max_plaintext);
-    const std::size_t size = n + detail::RecordSealer::overhead;
-    std::byte* out = small.data();
-    if (size > small.size()) {
-      try {
-        large.resize(size);
-      } catch (const std::bad_alloc&) {
-        seal_failed_ = true;
-        return;
-      }
-      out = large.data();
-    }
-    if (!sealer_->seal(type, {bytes + at, n}, out) ||
-        BIO_write(pending_out_, out, static_cast<int>(size)) != static_cast<int>(size)) {
+  ByteBuffer src = ByteBuffer::wrap(std::span(static_cast<const std::byte*>(message), len));
+  // An alert or a KeyUpdate; a record's worth is the most OpenSSL writes at once.
+  std::array<std::byte, max_plaintext + detail::RecordSealer::overhead> record;
+  while (src.has_remaining()) {
+    ByteBuffer out = ByteBuffer::wrap(std::span<std::byte>(record));
+    if (!sealer_->seal(type, {&src, 1}, std::min(src.remaining(), max_plaintext), out) ||
+        BIO_write(pending_out_, record.data(), static_cast<int>(out.position())) !=
+            static_cast<int>(out.position())) {
       seal_failed_ = true;
       return;
     }
-    at += n;
   }
   // Ours goes under the old keys; the next record under the new ones (RFC 8446 4.6.3).
   if (type == handshake_record && len > 0 &&
