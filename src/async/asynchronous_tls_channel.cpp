@@ -52,23 +52,6 @@ bool would_block(const std::error_code& ec) {
 }
 
 constexpr std::uint8_t close_notify_alert = 0;
-constexpr std::uint8_t new_session_ticket_message = 4;
-
-// Whether a handshake record the kernel decrypted holds only session tickets, which need no
-// answer (anything else, a KeyUpdate above all, would need the engine).
-bool only_session_tickets(std::span<const std::byte> record) {
-  while (!record.empty()) {
-    if (record.size() < 4 || static_cast<std::uint8_t>(record[0]) != new_session_ticket_message) {
-      return false;
-    }
-    const std::size_t length = static_cast<std::size_t>(record[1]) << 16 |
-                               static_cast<std::size_t>(record[2]) << 8 |
-                               static_cast<std::size_t>(record[3]);
-    if (record.size() < 4 + length) return false;
-    record = record.subspan(4 + length);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -192,7 +175,7 @@ Task<std::int64_t> AsynchronousTlsChannel::read_kernel(std::span<ByteBuffer> dst
         ec = make_error_code(SslErrc::alert_received);
         co_return 0;
       case detail::tls_handshake_record:
-        if (only_session_tickets(room.first(got))) continue;
+        if (detail::only_session_tickets(room.first(got))) continue;
         ec = make_error_code(SslErrc::kernel_tls_unsupported);
         co_return 0;
       default: ec = make_error_code(SslErrc::not_ssl_record); co_return 0;

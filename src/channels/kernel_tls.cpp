@@ -130,6 +130,21 @@ long receive_kernel_tls_record(int fd, std::span<std::byte> room, std::uint8_t& 
   }
 }
 
+bool only_session_tickets(std::span<const std::byte> record) noexcept {
+  constexpr std::uint8_t new_session_ticket_message = 4;
+  while (!record.empty()) {
+    if (record.size() < 4 || static_cast<std::uint8_t>(record[0]) != new_session_ticket_message) {
+      return false;
+    }
+    const std::size_t length = static_cast<std::size_t>(record[1]) << 16 |
+                               static_cast<std::size_t>(record[2]) << 8 |
+                               static_cast<std::size_t>(record[3]);
+    if (record.size() < 4 + length) return false;
+    record = record.subspan(4 + length);
+  }
+  return true;
+}
+
 void log_kernel_tls_fallback(std::string_view why) noexcept {
   static std::atomic<bool> logged{false};
   const bool first = !logged.exchange(true, std::memory_order_relaxed);

@@ -42,6 +42,10 @@ std::error_code send_kernel_tls_record(int fd, std::uint8_t type,
 long receive_kernel_tls_record(int fd, std::span<std::byte> room, std::uint8_t& type,
                                std::error_code& ec) noexcept;
 
+// Whether a handshake record the kernel decrypted holds only session tickets, which need no
+// answer (anything else, a KeyUpdate above all, would need the engine's keys).
+bool only_session_tickets(std::span<const std::byte> record) noexcept;
+
 // Logs that a connection keeps user-space records and why.
 void log_kernel_tls_fallback(std::string_view why) noexcept;
 

@@ -1,6 +1,8 @@
+#include <niox/buffer/buffer_pool.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 #include <niox/transport/transport_error.hpp>
 
+#include "channels/kernel_tls.hpp"
 #include "channels/socket.hpp"
 #include "transport/log.hpp"
 
@@ -386,6 +388,9 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
 }
 
 bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf) {
+  if (ec == std::errc::io_error && kernel_tls_rx_ && fd_.valid()) {
+    return read_kernel_tls_record();
+  }
   if (ec) {
     end_read_batch();
     in_read_handler_ = false;
@@ -415,6 +420,45 @@ bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, By
   }
   return true;
 }
+
+bool LoopSocketChannel::read_kernel_tls_record() {
+  // A record's plaintext is at most 2^14 bytes (RFC 8446 5.1).
+  ByteBuffer b = BufferPool::for_this_thread().allocate(16 * 1024);
+  std::uint8_t type = 0;
+  std::error_code ec;
+  const long n = detail::receive_kernel_tls_record(fd_.get(), b.writable_bytes(), type, ec);
+  if (n < 0 &&
+      (ec == std::errc::resource_unavailable_try_again || ec == std::errc::operation_would_block)) {
+    return true;  // nothing after all: the next read waits for it
+  }
+  if (n < 0 && ec == std::errc::io_error) {
+    ec = std::make_error_code(std::errc::protocol_error);  // not EIO again: no second try
+  }
+  if (n <= 0) {
+    return handle_read_result(ec, 0, ByteBuffer());
+  }
+  b.position(b.position() + static_cast<std::size_t>(n));
+  if (type == detail::tls_application_data_record) {
+    return handle_read_result({}, static_cast<std::size_t>(n), std::move(b));
+  }
+  pipeline().fire_channel_read(Message(detail::KernelTlsRecord{type, std::move(b.flip())}));
+  if (!fd_.valid()) {
+    in_read_handler_ = false;
+    return false;
+  }
+  return true;
+}
+
+namespace detail {
+
+bool KernelTlsReceive::may_start(const LoopSocketChannel& ch) noexcept {
+  return ch.in_read_handler_ && !ch.reading_ && !ch.multishot_ && !ch.has_parked() &&
+         ch.fd_.valid();
+}
+
+void KernelTlsReceive::started(LoopSocketChannel& ch) noexcept { ch.kernel_tls_rx_ = true; }
+
+}  // namespace detail
 
 // ---- Writing ------------------------------------------------------------------------------
 

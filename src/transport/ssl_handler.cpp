@@ -181,6 +181,10 @@ void SslHandler::handshake_done(ChannelHandlerContext& ctx, std::error_code caus
 }
 
 void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+  if (rx_path_ == RecordPath::ktls) {
+    read_kernel_record(ctx, std::move(msg));
+    return;
+  }
   ByteBuffer* in = msg.get_if<ByteBuffer>();
   if (in == nullptr) {
     ctx.fire_channel_read(std::move(msg));
@@ -201,7 +205,9 @@ void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
     if (in->has_remaining() && !failed_) {
       cumulation_ = BufferPool::for_this_thread().allocate(in->remaining());
       cumulation_.put(*in).flip();
+      return;
     }
+    begin_kernel_rx(ctx);
     return;
   }
   unwrap_all(ctx, *in);
@@ -209,6 +215,45 @@ void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
     // The start of a record: kept in memory of our own, not the transport's receive buffer.
     cumulation_ = BufferPool::for_this_thread().allocate(in->remaining());
     cumulation_.put(*in).flip();
+    return;
+  }
+  begin_kernel_rx(ctx);
+}
+
+void SslHandler::read_kernel_record(ChannelHandlerContext& ctx, Message msg) {
+  if (failed_ || kernel_inbound_done_) {
+    return;  // as in user space: after an alert or close_notify nothing the peer says matters
+  }
+  if (msg.is_byte_buffer()) {
+    ctx.fire_channel_read(std::move(msg));  // the kernel's plaintext, as it came
+    return;
+  }
+  auto* record = msg.get_if<detail::KernelTlsRecord>();
+  if (record == nullptr) {
+    ctx.fire_channel_read(std::move(msg));
+    return;
+  }
+  const std::span<const std::byte> content = record->content.bytes();
+  switch (record->content_type) {
+    case detail::tls_alert_record:
+      if (content.size() == 2 && content[1] == close_notify_alert[1]) {
+        kernel_inbound_done_ = true;
+        inbound_reported_ = true;
+        ctx.fire_user_event_triggered(SslCloseCompletionEvent{});
+        engine_.close_outbound();  // the engine never saw the peer's: ours is said as an answer
+        answer_close_notify(ctx);
+        return;
+      }
+      fail(ctx, make_error_code(SslErrc::alert_received));
+      return;
+    case detail::tls_handshake_record:
+      // Session tickets for a client need no answer; a KeyUpdate would need the keys the
+      // kernel now holds.
+      if (!detail::only_session_tickets(content)) {
+        fail(ctx, make_error_code(SslErrc::kernel_tls_unsupported));
+      }
+      return;
+    default: fail(ctx, make_error_code(SslErrc::not_ssl_record)); return;
   }
 }
 
@@ -516,6 +561,9 @@ void SslHandler::finish_kernel_tx(std::error_code write_error, std::uint64_t wai
       detail::log_kernel_tls_fallback(fmt::format("TLS_TX: {}", ec.message()));
     } else {
       tx_path_ = RecordPath::ktls;
+      // The inbound keys go at the end of the next read that leaves no partial record: the
+      // bytes read until then are records under the engine's keys.
+      rx_hand_over_pending_ = true;
     }
   }
   if (failed_) {
@@ -526,6 +574,30 @@ void SslHandler::finish_kernel_tx(std::error_code write_error, std::uint64_t wai
     ctx.flush();
   }
   run_after_pending_when_idle(ctx);
+}
+
+void SslHandler::begin_kernel_rx(ChannelHandlerContext& ctx) {
+  if (!rx_hand_over_pending_ || failed_ || closing_ || cumulation_.has_remaining()) {
+    return;
+  }
+  auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx.channel());
+  if (socket == nullptr || !detail::KernelTlsReceive::may_start(*socket)) {
+    return;  // not now: a read of the transport's own is on its way, say
+  }
+  rx_hand_over_pending_ = false;
+  const std::string_view why = engine_.traffic_keys_refusal(TrafficDirection::inbound);
+  std::optional<TrafficKeys> keys;
+  if (!why.empty()) {
+    detail::log_kernel_tls_fallback(why);
+  } else if (!(keys = engine_.export_traffic_keys(TrafficDirection::inbound))) {
+    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
+  } else if (std::error_code ec =
+                 detail::install_kernel_tls(socket->fd(), TrafficDirection::inbound, *keys)) {
+    detail::log_kernel_tls_fallback(fmt::format("TLS_RX: {}", ec.message()));
+  } else {
+    detail::KernelTlsReceive::started(*socket);
+    rx_path_ = RecordPath::ktls;
+  }
 }
 
 void SslHandler::kernel_close_notify(ChannelHandlerContext& ctx,
@@ -630,7 +702,7 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
   after_pending(ctx, [this](ChannelHandlerContext& c) {
     engine_.close_outbound();
     auto wait_for_peer = [this](ChannelHandlerContext& c) {
-      if (engine_.is_inbound_done()) {
+      if (engine_.is_inbound_done() || kernel_inbound_done_) {
         finish_close(c);
         return;
       }

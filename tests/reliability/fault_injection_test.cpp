@@ -8,6 +8,7 @@
 #include <niox/channels/socket_channel.hpp>
 #include <niox/loop/event_loop.hpp>
 #include <niox/transport/bootstrap.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
 
 #include "../support/backends.hpp"
 #include "../support/fault_injection.hpp"
@@ -454,6 +455,33 @@ TEST_P(TransportFaults, AnAcceptedConnectionIsNotAskedWhatItIs) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
   }
   EXPECT_EQ(questions.seen(), 0u);
+  server.stop();
+}
+
+// On a socket with TLS_RX a read fails with EIO when the next record is not application data;
+// the channel then reads it with its type. Here the "record" is plain bytes (no kernel TLS on a
+// test machine needs to exist): recvmsg finds no record type and they arrive as data.
+TEST_P(TransportFaults, AReadRefusedWithEioOnAKernelTlsSocketIsReadAgainWithItsType) {
+  if (!shim_sees_loop(GetParam())) {
+    GTEST_SKIP() << "io_uring's receives do not pass through the shim";
+  }
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([](Channel& ch) {
+    detail::KernelTlsReceive::started(static_cast<LoopSocketChannel&>(ch));
+    ch.pipeline().add_last(std::make_shared<EchoHandler>());
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  // Every read but recvmsg, once: what the kernel does to a plain read of an alert record.
+  fi::Armed eio(
+      {.calls = fi::reads & ~fi::call_recvmsg, .local_port = addr.inet().port(), .error = EIO});
+  PeerSocket peer(addr);
+  peer.send_all("ping");
+  auto back = peer.recv_exact(4);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
+  EXPECT_EQ(eio.fired(), 1u);
+  peer.send_all("pong");  // the connection goes on reading
+  back = peer.recv_exact(4);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "pong");
   server.stop();
 }
 

@@ -10,6 +10,8 @@
 #include <niox/transport/transport_error.hpp>
 
 #include "../support/temp_dir.hpp"
+#include "channels/kernel_tls.hpp"
+#include "transport/ssl_handler_access.hpp"
 #include "../support/test_certificates.hpp"
 #include "../support/transport_scenarios.hpp"
 #include "../support/transport_sockets.hpp"
@@ -935,6 +937,9 @@ struct RegionAndEcho {
   bool exact = false;
   RecordPath server_path = RecordPath::user_space;
   RecordPath client_path = RecordPath::user_space;
+  // Inbound: the server's when the client's close_notify came, the client's once it closed.
+  RecordPath server_rx_path = RecordPath::user_space;
+  RecordPath client_rx_path = RecordPath::user_space;
   std::vector<std::error_code> server_close_events;
   std::vector<std::error_code> server_errors;
 };
@@ -956,13 +961,16 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
   ServerLog log;
   TestServer server(options, 1);
   auto server_path = std::make_shared<std::promise<RecordPath>>();
+  auto server_rx_path = std::make_shared<std::atomic<RecordPath>>(RecordPath::user_space);
   server.bootstrap().child_handler(init([&, server_path](Channel& ch) {
     auto ssl = std::make_shared<SslHandler>(server_ssl.new_engine());
     ch.pipeline().add_last("ssl", ssl);
     auto h = std::make_shared<LambdaHandler>();
-    h->on_event = [&log, path, server_path, weak = std::weak_ptr<SslHandler>(ssl)](
+    h->on_event = [&log, path, server_path, server_rx_path, weak = std::weak_ptr<SslHandler>(ssl)](
                       ChannelHandlerContext& ctx, std::any e) {
       if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) {
+        if (auto ssl = weak.lock())
+          server_rx_path->store(ssl->record_path(TrafficDirection::inbound));
         std::lock_guard lock(log.mutex);
         log.close_events.push_back(c->cause);
       }
@@ -1011,6 +1019,11 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
   result.server_path = wait_for(sp);
   EXPECT_FALSE(await_for(f.channel()->close()));
   log.wait_closed(1);
+  result.server_rx_path = server_rx_path->load();
+  std::promise<RecordPath> client_rx;
+  f.channel()->executor().execute(
+      [&] { client_rx.set_value(ssl->record_path(TrafficDirection::inbound)); });
+  result.client_rx_path = client_rx.get_future().get();
   // The server's part first (its FileRegion was written before any echo), then the echo.
   std::vector<std::byte> want;
   want.push_back(std::byte{'<'});
@@ -1030,6 +1043,8 @@ TEST_P(SslHandlerTest, WithoutTheKernelTlsUlpRecordsStayInUserSpace) {
   EXPECT_TRUE(r.exact);
   EXPECT_EQ(r.server_path, RecordPath::user_space);
   EXPECT_EQ(r.client_path, RecordPath::user_space);
+  EXPECT_EQ(r.server_rx_path, RecordPath::user_space);
+  EXPECT_EQ(r.client_rx_path, RecordPath::user_space);
   EXPECT_TRUE(r.server_errors.empty());
   ASSERT_EQ(r.server_close_events.size(), 1u);
   EXPECT_FALSE(r.server_close_events[0]) << r.server_close_events[0].message();
@@ -1045,6 +1060,9 @@ TEST_P(SslHandlerTest, WithTheKernelTlsUlpRecordsAndTheFileRegionAreTheKernels) 
   EXPECT_TRUE(r.exact);
   EXPECT_EQ(r.server_path, RecordPath::ktls);
   EXPECT_EQ(r.client_path, RecordPath::ktls);
+  EXPECT_EQ(r.server_rx_path, RecordPath::ktls)
+      << "the client's close_notify came as a kernel record";
+  EXPECT_EQ(r.client_rx_path, RecordPath::ktls);
   EXPECT_TRUE(r.server_errors.empty());
   ASSERT_EQ(r.server_close_events.size(), 1u);
   EXPECT_FALSE(r.server_close_events[0]) << r.server_close_events[0].message();
@@ -1106,8 +1124,9 @@ TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
 
 NIOX_INSTANTIATE_BACKENDS(SslHandlerTest);
 
-// In memory (no I/O): what the handler hands the transport, write by write.
-TEST(SslHandlerEmbeddedTest, WritesFlushedTogetherLeaveAsOneBufferInOneWrite) {
+// In memory (no I/O): a server SslHandler on an EmbeddedChannel, and a client engine that reads
+// what the server wrote, after a completed handshake.
+struct EmbeddedTls {
   TestCertificateAuthority ca;
   PemPair leaf = ca.issue();
   SslContext server_ssl =
@@ -1115,48 +1134,66 @@ TEST(SslHandlerEmbeddedTest, WritesFlushedTogetherLeaveAsOneBufferInOneWrite) {
           .build();
   SslContext client_ssl =
       SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
-  auto handler = std::make_shared<SslHandler>(server_ssl.new_engine());
+  std::shared_ptr<SslHandler> handler = std::make_shared<SslHandler>(server_ssl.new_engine());
   EmbeddedChannel ch{handler};
   SslEngine client = client_ssl.new_engine("localhost");
+  ByteBuffer to_client = ByteBuffer::allocate(1 << 22);  // what the server wrote
+  std::string plain;                                     // what the client read of it
+  bool client_closed = false;                            // the client read close_notify
 
-  // What the server wrote, as the client's inbound bytes.
-  auto to_client = ByteBuffer::allocate(1 << 22);
-  auto drain_server = [&] {
+  EmbeddedTls() {
+    for (int i = 0; i < 20 && !handler->handshake_future().is_done(); ++i) {
+      while (client.handshake_status() == HandshakeStatus::need_wrap) {
+        auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
+        ByteBuffer none;
+        client.wrap(none, out);
+        ch.simulate_read(out.flip());
+      }
+      drain_server();
+      client_reads();
+    }
+    EXPECT_TRUE(handler->handshake_future().is_success());
+    ch.run_pending_tasks();
+    drain_server();
+  }
+  int drain_server() {
     int messages = 0;
     while (auto m = ch.read_outbound()) {
       to_client.put(m->get<ByteBuffer>());
       ++messages;
     }
     return messages;
-  };
-  std::string plain;
-  auto client_reads = [&] {
+  }
+  void client_reads() {
     to_client.flip();
     for (;;) {
       auto app = ByteBuffer::allocate(SslEngine::application_buffer_size());
       SslEngineResult r = client.unwrap(to_client, app);
       plain.append(app.flip().string_view());
+      client_closed |= r.status == SslEngineStatus::closed;
       if (r.status != SslEngineStatus::ok || !to_client.has_remaining()) break;
     }
     to_client.compact();
-  };
-  for (int i = 0; i < 20 && !handler->handshake_future().is_done(); ++i) {
-    while (client.handshake_status() == HandshakeStatus::need_wrap) {
-      auto out = ByteBuffer::allocate(SslEngine::packet_buffer_size());
-      ByteBuffer none;
-      client.wrap(none, out);
-      ch.simulate_read(out.flip());
-    }
-    drain_server();
-    client_reads();
   }
-  ASSERT_TRUE(handler->handshake_future().is_success());
-  ch.run_pending_tasks();
-  drain_server();
+  // What a read of a TLS_RX socket fires for a record that is not application data.
+  std::error_code kernel_record(std::uint8_t type, std::vector<std::uint8_t> content) {
+    auto b = ByteBuffer::allocate(content.size());
+    for (std::uint8_t c : content) b.put(c);
+    try {
+      ch.write_inbound(Message(detail::KernelTlsRecord{type, std::move(b.flip())}));
+    } catch (const std::system_error& e) {
+      return e.code();
+    }
+    return {};
+  }
+};
+
+TEST(SslHandlerEmbeddedTest, WritesFlushedTogetherLeaveAsOneBufferInOneWrite) {
+  EmbeddedTls t;
   // From here the pretend kernel takes every byte and we see each call's iovecs.
-  ch.set_write_script([&](std::span<const iovec> iovecs, std::size_t bytes) {
+  t.ch.set_write_script([&](std::span<const iovec> iovecs, std::size_t bytes) {
     for (const iovec& v : iovecs) {
-      to_client.put(
+      t.to_client.put(
           std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len));
     }
     return static_cast<long>(bytes);
@@ -1167,16 +1204,89 @@ TEST(SslHandlerEmbeddedTest, WritesFlushedTogetherLeaveAsOneBufferInOneWrite) {
     expected += piece;
     auto b = ByteBuffer::allocate(piece.size());
     b.put(piece).flip();
-    ch.write(b);
+    t.ch.write(b);
   }
-  EXPECT_EQ(ch.outbound_messages().size(), 0u) << "nothing leaves before the flush";
-  ch.flush();
-  ch.run_pending_tasks();
-  ASSERT_EQ(ch.write_calls().size(), 1u) << "one write for the whole flush";
-  EXPECT_EQ(ch.write_calls()[0].iovecs, 1u) << "one buffer holding every record";
-  plain.clear();
-  client_reads();
-  EXPECT_EQ(plain, expected);
+  EXPECT_EQ(t.ch.outbound_messages().size(), 0u) << "nothing leaves before the flush";
+  t.ch.flush();
+  t.ch.run_pending_tasks();
+  ASSERT_EQ(t.ch.write_calls().size(), 1u) << "one write for the whole flush";
+  EXPECT_EQ(t.ch.write_calls()[0].iovecs, 1u) << "one buffer holding every record";
+  t.plain.clear();
+  t.client_reads();
+  EXPECT_EQ(t.plain, expected);
+}
+
+// After the TLS_RX hand-over the kernel decrypts: its plaintext passes as it was read, session
+// tickets are dropped, and the peer's close_notify (an alert record) ends the input cleanly and
+// is answered.
+TEST(SslHandlerEmbeddedTest, WithTheKernelDecryptingPlaintextPassesAndCloseNotifyEndsCleanly) {
+  EmbeddedTls t;
+  detail::SslHandlerAccess::assume_kernel_receives(*t.handler);
+  EXPECT_EQ(t.handler->record_path(TrafficDirection::inbound), RecordPath::ktls);
+  t.ch.write_inbound(ByteBuffer::wrap(std::string_view("GET / HTTP/1.1\r\n\r\n")));
+  auto got = t.ch.read_inbound();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->get<ByteBuffer>().string_view(), "GET / HTTP/1.1\r\n\r\n");
+  // A NewSessionTicket (type 4, 3 bytes of body): nothing to answer.
+  EXPECT_FALSE(t.kernel_record(detail::tls_handshake_record, {4, 0, 0, 3, 1, 2, 3}));
+  EXPECT_TRUE(t.ch.is_open());
+  EXPECT_FALSE(t.ch.read_inbound().has_value());
+  EXPECT_FALSE(t.kernel_record(detail::tls_alert_record, {1, 0}));
+  t.ch.run_pending_tasks();
+  bool clean_end = false;
+  for (const std::any& e : t.ch.user_events()) {
+    if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) clean_end = c->is_success();
+  }
+  EXPECT_TRUE(clean_end);
+  EXPECT_FALSE(t.ch.is_open());
+  t.drain_server();
+  t.client_reads();
+  EXPECT_TRUE(t.client_closed) << "our close_notify answered the peer's";
+}
+
+TEST(SslHandlerEmbeddedTest, WithTheKernelDecryptingOtherAlertsAndKeyUpdatesFailTheConnection) {
+  {
+    EmbeddedTls t;
+    detail::SslHandlerAccess::assume_kernel_receives(*t.handler);
+    // A fatal handshake_failure alert.
+    EXPECT_EQ(t.kernel_record(detail::tls_alert_record, {2, 40}),
+              make_error_code(SslErrc::alert_received));
+    EXPECT_FALSE(t.ch.is_open());
+  }
+  {
+    EmbeddedTls t;
+    detail::SslHandlerAccess::assume_kernel_receives(*t.handler);
+    // A KeyUpdate (type 24, update_not_requested): the kernel holds the keys it would change.
+    EXPECT_EQ(t.kernel_record(detail::tls_handshake_record, {24, 0, 0, 1, 0}),
+              make_error_code(SslErrc::kernel_tls_unsupported));
+    EXPECT_FALSE(t.ch.is_open());
+  }
+  {
+    EmbeddedTls t;
+    detail::SslHandlerAccess::assume_kernel_receives(*t.handler);
+    EXPECT_EQ(t.kernel_record(99, {1}), make_error_code(SslErrc::not_ssl_record));
+  }
+}
+
+// The end of the stream without close_notify is a truncation, as with user-space records.
+TEST(SslHandlerEmbeddedTest, WithTheKernelDecryptingAnEndWithoutCloseNotifyIsATruncation) {
+  EmbeddedTls t;
+  detail::SslHandlerAccess::assume_kernel_receives(*t.handler);
+  t.ch.write_inbound(ByteBuffer::wrap(std::string_view("partial")));
+  std::error_code seen;
+  try {
+    t.ch.simulate_input_shutdown();
+    t.ch.check_exception();
+  } catch (const std::system_error& e) {
+    seen = e.code();
+  }
+  t.ch.run_pending_tasks();
+  std::error_code event;
+  for (const std::any& e : t.ch.user_events()) {
+    if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) event = c->cause;
+  }
+  EXPECT_EQ(event, make_error_code(SslErrc::truncated));
+  EXPECT_EQ(seen, make_error_code(SslErrc::truncated));
 }
 
 }  // namespace

@@ -41,6 +41,12 @@
 // drains. (TCP_CORK, nginx's tcp_nopush, did the same at two setsockopt calls a response, and
 // held every response's tail until the loop turn's other sendfiles had run.)
 //
+// kTLS receive: once the SslHandler has handed this socket's inbound keys to the kernel
+// (TLS_RX), reads return decrypted application data. A record of another type (an alert, a
+// handshake message) fails a plain read with EIO; the channel then reads it with its type
+// (recvmsg with TLS_GET_RECORD_TYPE) and fires it as a detail::KernelTlsRecord, and reading goes
+// on.
+//
 // Closing: close() closes the descriptor through the loop (pending operations are aborted and
 // their buffers released when the kernel lets go); every pending write fails once with
 // Errc::channel_closed. close_abortively() sets SO_LINGER {1, 0} first, so the peer sees RST.
@@ -70,6 +76,28 @@
 #include <vector>
 
 namespace niox {
+
+class LoopSocketChannel;
+
+namespace detail {
+
+// kTLS receive, private to the transport's SslHandler (and the tests): a record the kernel
+// decrypted that is not application data, as a read of a LoopSocketChannel with TLS_RX fires it.
+struct KernelTlsRecord {
+  std::uint8_t content_type = 0;  // RFC 8446 5.1: 21 an alert, 22 a handshake message
+  ByteBuffer content;             // the record's plaintext, ready to read
+};
+
+struct KernelTlsReceive {
+  // Whether the kernel may take over the channel's inbound records now: while the handlers see
+  // a read (loop thread) and no other read is in the kernel or parked, since those bytes would
+  // be records for the user-space keys.
+  static bool may_start(const LoopSocketChannel& ch) noexcept;
+  // TLS_RX is installed on the descriptor: EIO from a read means a record of another type.
+  static void started(LoopSocketChannel& ch) noexcept;
+};
+
+}  // namespace detail
 
 // What both socket channels share: their loop and their descriptor, which the channel owns from
 // open/adopt/bind until close() gives it to the loop's close(fd) (or, once the loop is gone,
@@ -159,6 +187,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
 
  private:
   friend class LoopServerSocketChannel;  // marks the channels it accepted (accepted_)
+  friend struct detail::KernelTlsReceive;
   std::shared_ptr<LoopSocketChannel> self() {
     return std::static_pointer_cast<LoopSocketChannel>(shared_from_this());
   }
@@ -167,6 +196,8 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   void on_read(std::error_code ec, std::size_t n, ByteBuffer buf);
   // Fires one read's outcome; false when the batch must stop (EOF, error, closed).
   bool handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf);
+  // kTLS receive: the record a read refused with EIO, read with its type and fired.
+  bool read_kernel_tls_record();
   void end_read_batch();
   // The multishot read path (see the top of this file).
   void start_multishot();
@@ -200,7 +231,8 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
   bool abort_on_close_ = false;
   bool connect_timed_out_ = false;
-  bool accepted_ = false;  // the server channel's accept made the descriptor (non-blocking)
+  bool accepted_ = false;       // the server channel's accept made the descriptor (non-blocking)
+  bool kernel_tls_rx_ = false;  // the kernel decrypts the inbound records (TLS_RX)
   // What the write in the kernel asked to move: at most max_bytes_per_call, under 2^31.
   std::uint32_t write_attempted_ = 0;
   std::unique_ptr<Parked> parked_;

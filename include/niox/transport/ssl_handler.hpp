@@ -42,11 +42,16 @@
 //     then on ByteBuffers go down the pipeline as plaintext and a FileRegion goes out by
 //     sendfile (the transport's transfer engine), the kernel making the records;
 //     close_notify is sent as a kernel alert record after the last write. Writes made
-//     meanwhile wait for the hand-over. Received records stay in user space (the
-//     transport's reads carry no record types). Any failure keeps user-space records for the
-//     connection (logged once); record_path() says which path it took. With kTLS a TLS
-//     failure closes without the engine's alert, and a key update the peer asks for fails the
-//     connection (SslErrc::kernel_tls_unsupported).
+//     meanwhile wait for the hand-over. The inbound keys follow (TLS_RX) at the end of the
+//     next read that leaves no partial record: from then on the kernel decrypts, its
+//     plaintext goes to the handlers after this one as it was read, and the records a read
+//     cannot take (EIO) come with their type (the transport's detail::KernelTlsRecord): the
+//     peer's close_notify ends the input cleanly, session tickets are dropped, another alert
+//     fails the connection (SslErrc::alert_received). Any failure keeps user-space records in
+//     that direction for the connection (logged once); record_path(direction) says which
+//     path each took. With kTLS a TLS failure closes without the engine's alert, and a key
+//     update, asked for or sent by the peer, fails the connection
+//     (SslErrc::kernel_tls_unsupported).
 //
 // Ownership: the handler owns its engine; one handler per channel (not sharable), made with
 // std::make_shared (a FileRegion's next piece is written from a listener holding a weak_ptr). Threads:
@@ -80,6 +85,10 @@ struct SslCloseCompletionEvent {
   bool is_success() const noexcept { return !cause; }
 };
 
+namespace detail {
+struct SslHandlerAccess;  // tests
+}  // namespace detail
+
 class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_this<SslHandler> {
  public:
   struct Options {
@@ -97,9 +106,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   // Who makes the records this side sends: ktls once the kernel took them over (after the
   // handshake, when its bytes have left), user_space otherwise. Loop thread.
   RecordPath record_path() const noexcept { return tx_path_; }
-  // Per direction: the inbound records are always the engine's (user_space).
+  // Per direction: the inbound records become the kernel's (ktls) at the end of the first read
+  // after the outbound hand-over that leaves no partial record.
   RecordPath record_path(TrafficDirection direction) const noexcept {
-    return direction == TrafficDirection::outbound ? tx_path_ : RecordPath::user_space;
+    return direction == TrafficDirection::outbound ? tx_path_ : rx_path_;
   }
 
   void handler_added(ChannelHandlerContext& ctx) override;
@@ -122,6 +132,7 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   void shutdown_output(ChannelHandlerContext& ctx, ChannelPromise promise) override;
 
  private:
+  friend struct detail::SslHandlerAccess;
   struct PendingWrite {
     Message message;  // a ByteBuffer or a FileRegion
     ChannelPromise promise;
@@ -157,6 +168,10 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   // left, and sends close_notify through the kernel after the last write, then runs `then`.
   void begin_kernel_tx(ChannelHandlerContext& ctx);
   void finish_kernel_tx(std::error_code write_error, std::uint64_t waited_for);
+  // kTLS receive: installs TLS_RX once a read left nothing of a record behind, and takes what
+  // the kernel then delivers (plaintext, and alerts or handshake records as KernelTlsRecord).
+  void begin_kernel_rx(ChannelHandlerContext& ctx);
+  void read_kernel_record(ChannelHandlerContext& ctx, Message msg);
   void kernel_close_notify(ChannelHandlerContext& ctx,
                            std::function<void(ChannelHandlerContext&)> then);
   void send_kernel_close_notify(std::function<void(ChannelHandlerContext&)> then);
@@ -188,8 +203,11 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   RecordPath tx_path_ = RecordPath::user_space;
   bool tx_hand_over_pending_ = false;  // TLS_TX waits for the handshake's bytes to leave
   bool kernel_close_notify_sent_ = false;
-  ChannelFuture last_write_;  // of the latest bytes handed down the pipeline
-  std::uint64_t writes_ = 0;  // how many times last_write_ was replaced
+  RecordPath rx_path_ = RecordPath::user_space;
+  bool rx_hand_over_pending_ = false;  // TLS_RX waits for a read that ends on a record boundary
+  bool kernel_inbound_done_ = false;   // the kernel brought the peer's close_notify
+  ChannelFuture last_write_;           // of the latest bytes handed down the pipeline
+  std::uint64_t writes_ = 0;           // how many times last_write_ was replaced
 };
 
 }  // namespace niox
