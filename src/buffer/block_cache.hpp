@@ -17,7 +17,7 @@ inline constexpr unsigned block_max_shift = 16;  // 64 KiB
 inline constexpr std::size_t block_class_count = block_max_shift - block_min_shift + 1;
 inline constexpr std::size_t max_block_size = std::size_t{1} << block_max_shift;
 
-inline constexpr std::size_t max_cached_bytes_per_class = 1024 * 1024;
+inline constexpr std::size_t max_cached_bytes_per_class = 4 * 1024 * 1024;
 inline constexpr std::size_t max_cached_blocks_per_class = 256;
 
 constexpr std::size_t block_class_size(unsigned cls) noexcept {

@@ -95,7 +95,7 @@ TEST(BufferPool, TheCacheOfAClassIsBoundedAndLargeRequestsAreNotPooled) {
   on_new_thread([] {
     BufferPool& pool = BufferPool::for_this_thread();
     constexpr std::size_t size = BufferPool::max_class_size;
-    constexpr std::size_t kept = BufferPool::max_cached_bytes_per_class / size;  // 16
+    constexpr std::size_t kept = BufferPool::max_cached_bytes_per_class / size;  // 64
     {
       std::vector<ByteBuffer> bufs;
       for (std::size_t i = 0; i < 2 * kept; ++i) bufs.push_back(pool.allocate(size));

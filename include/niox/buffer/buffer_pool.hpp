@@ -35,7 +35,7 @@ class BufferPool {
  public:
   static constexpr std::size_t min_class_size = 64;
   static constexpr std::size_t max_class_size = 64 * 1024;
-  static constexpr std::size_t max_cached_bytes_per_class = 1024 * 1024;
+  static constexpr std::size_t max_cached_bytes_per_class = 4 * 1024 * 1024;
   static constexpr std::size_t max_cached_blocks_per_class = 256;
 
   // Counters of this thread's pool (plain counters: no atomics, no locks).
