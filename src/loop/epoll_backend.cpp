@@ -30,8 +30,22 @@ EpollBackend::EpollBackend(LoopCore& core, FileDescriptor epfd, unsigned batch)
 EpollBackend::~EpollBackend() = default;
 
 EpollBackend::Fd& EpollBackend::fd_entry(int fd) {
-  if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
-  return fds_[fd];
+  const auto i = static_cast<std::size_t>(fd);
+  const std::size_t c = i >> fd_chunk_shift;
+  if (c >= fds_.size()) [[unlikely]] {
+    fds_.resize(c + 1);
+  }
+  if (!fds_[c]) [[unlikely]] {
+    fds_[c] = std::make_unique<Fd[]>(fd_chunk_size);
+  }
+  return fds_[c][i & (fd_chunk_size - 1)];
+}
+
+EpollBackend::Fd* EpollBackend::find(int fd) noexcept {
+  const auto i = static_cast<std::size_t>(fd);
+  const std::size_t c = i >> fd_chunk_shift;
+  if (fd < 0 || c >= fds_.size() || !fds_[c]) return nullptr;
+  return &fds_[c][i & (fd_chunk_size - 1)];
 }
 
 void EpollBackend::start(Operation& op) {
@@ -46,8 +60,9 @@ void EpollBackend::cancel(Operation& op) {
 }
 
 void EpollBackend::forget_fd(int fd) {
-  if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
-  Fd& f = fds_[fd];
+  Fd* found = find(fd);
+  if (found == nullptr) return;
+  Fd& f = *found;
   if (f.registered) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
   // Operations of other descriptors parked here (a transfer's file) retry and see the closed fd.
   wake_list(f.in);
@@ -58,8 +73,7 @@ void EpollBackend::forget_fd(int fd) {
   f.generation = gen & 0x3fffffff;
 }
 
-void EpollBackend::ensure_nonblocking(int fd) {
-  Fd& f = fd_entry(fd);
+void EpollBackend::ensure_nonblocking(int fd, Fd& f) {
   if (f.nonblocking) return;
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -99,12 +113,18 @@ void EpollBackend::attempt(Operation* op) {
   const OpFamily& family = *op->family;
   // Only the descriptor it belongs to: a transfer's file is borrowed, its flags are the
   // caller's, and a remembered state would outlive its number (closed without the loop).
-  if (!family.keeps_blocking && op->home_fd >= 0) ensure_nonblocking(op->home_fd);
+  // (Entries never move: one looked up stays valid while others are added.)
+  Fd* f = nullptr;
+  if (!family.keeps_blocking && op->home_fd >= 0) {
+    Fd& home = fd_entry(op->home_fd);
+    ensure_nonblocking(op->home_fd, home);
+    if (op->fd == op->home_fd) f = &home;
+  }
   // Known not ready (the last attempt this way hit EAGAIN and no edge came since): wait.
   const int edge = family.edge ? family.edge(*op) : 0;
   if (edge) {
-    Fd& f = fd_entry(op->fd);
-    if (f.registered && !(edge == POLLIN ? f.readable : f.writable)) {
+    if (f == nullptr) f = &fd_entry(op->fd);
+    if (f->registered && !(edge == POLLIN ? f->readable : f->writable)) {
       park(op);
       return;
     }
@@ -112,10 +132,9 @@ void EpollBackend::attempt(Operation* op) {
   AtomicCounters::add(core_.stats().kernel_entries, 1);
   long r = attempt_sync(*op);
   if (r == -EAGAIN) {
+    if (edge == POLLIN) f->readable = false;
+    if (edge == POLLOUT) f->writable = false;
     park(op);
-    Fd& f = fd_entry(op->fd);
-    if (edge == POLLIN) f.readable = false;
-    if (edge == POLLOUT) f.writable = false;
     return;
   }
   if (family.multishot && (r > 0 || (r == 0 && !family.zero_ends))) {
@@ -167,11 +186,11 @@ void EpollBackend::wait(std::chrono::nanoseconds timeout) {
     }
     int fd = static_cast<int>(data & 0xffffffff);
     auto gen = static_cast<std::uint32_t>(data >> 32);
-    if (static_cast<std::size_t>(fd) >= fds_.size() || fds_[fd].generation != gen ||
-        !fds_[fd].registered) {
+    Fd* found = find(fd);
+    if (found == nullptr || found->generation != gen || !found->registered) {
       continue;  // a registration that was forgotten meanwhile
     }
-    Fd& f = fds_[fd];
+    Fd& f = *found;
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
       f.readable = true;
       wake_list(f.in);

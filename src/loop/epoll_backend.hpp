@@ -7,7 +7,7 @@
 #include "loop/backend.hpp"
 #include "loop/loop_core.hpp"
 
-#include <deque>
+#include <memory>
 #include <vector>
 
 #include <sys/epoll.h>
@@ -42,19 +42,23 @@ class EpollBackend final : public Backend {
     OpList in, out, any;
   };
   Fd& fd_entry(int fd);
+  Fd* find(int fd) noexcept;  // null for a descriptor the table never held
   void drain();
   void attempt(Operation* op);
   void park(Operation* op);
   bool ensure_registered(int fd, Fd& f);
-  void ensure_nonblocking(int fd);
+  void ensure_nonblocking(int fd, Fd& f);
   void wake_list(OpList& list);
 
   LoopCore& core_;
   FileDescriptor ep_;
   std::vector<epoll_event> events_;
-  // A deque: growing it for a higher descriptor must not move the entries, whose operation
-  // lists the pending operations point into.
-  std::deque<Fd> fds_;
+  // In chunks that never move once made: the pending operations point into the entries'
+  // lists. A lookup is a shift and a mask (a std::deque divided by its node's nine entries at
+  // every lookup, several lookups per operation).
+  static constexpr unsigned fd_chunk_shift = 10;
+  static constexpr std::size_t fd_chunk_size = std::size_t{1} << fd_chunk_shift;
+  std::vector<std::unique_ptr<Fd[]>> fds_;
   OpList ready_;
   int internal_[3] = {-1, -1, -1};
 };
