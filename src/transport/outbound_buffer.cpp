@@ -9,32 +9,43 @@ namespace niox {
 OutboundBuffer::OutboundBuffer() = default;
 OutboundBuffer::~OutboundBuffer() = default;
 
-void OutboundBuffer::EntryQueue::push_back(Entry&& e) {
-  if (size_ == slots_.size()) {
-    std::vector<Entry, detail::CachedObjectAllocator<Entry>> grown;
-    grown.reserve(std::max<std::size_t>(8, slots_.size() * 2));
-    for (std::size_t i = 0; i < size_; ++i) {
-      grown.push_back(std::move((*this)[i]));
-    }
-    grown.resize(grown.capacity());
-    slots_ = std::move(grown);
-    head_ = 0;
+OutboundBuffer::EntryQueue::~EntryQueue() {
+  while (size_ > 0) pop_front();
+}
+
+void OutboundBuffer::EntryQueue::grow() {
+  // From two: the usual connection has one write queued at a time.
+  const std::uint32_t capacity = std::max<std::uint32_t>(2, capacity_ * 2);
+  Entry* grown = detail::CachedObjectAllocator<Entry>().allocate(capacity);
+  for (std::uint32_t i = 0; i < size_; ++i) {
+    Entry& from = (*this)[i];
+    ::new (static_cast<void*>(grown + i)) Entry(std::move(from));
+    from.~Entry();
   }
-  (*this)[size_] = std::move(e);
+  if (slots_ != nullptr) detail::CachedObjectAllocator<Entry>().deallocate(slots_, capacity_);
+  slots_ = grown;
+  capacity_ = capacity;
+  head_ = 0;
+}
+
+void OutboundBuffer::EntryQueue::push_back(Entry&& e) {
+  if (size_ == capacity_) grow();
+  std::size_t at = head_ + size_;
+  if (at >= capacity_) at -= capacity_;
+  ::new (static_cast<void*>(slots_ + at)) Entry(std::move(e));
   ++size_;
 }
 
 void OutboundBuffer::EntryQueue::pop_front() noexcept {
-  Entry& e = slots_[head_];
-  e.msg = Message();
-  e.promise = ChannelPromise();
-  if (++head_ == slots_.size()) {
+  slots_[head_].~Entry();
+  if (++head_ == capacity_) {
     head_ = 0;
   }
   if (--size_ == 0) {
-    // Back to the thread's cache until the next write (not `slots_ = {}`: that is the
-    // initializer-list assignment, which keeps the capacity).
-    decltype(slots_)().swap(slots_);
+    // Back to the thread's cache until the next write: an idle connection holds no room.
+    detail::CachedObjectAllocator<Entry>().deallocate(slots_, capacity_);
+    slots_ = nullptr;
+    capacity_ = 0;
     head_ = 0;
   }
 }

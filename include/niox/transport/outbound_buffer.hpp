@@ -181,20 +181,38 @@ class OutboundBuffer {
   // memory. References are stable until the next push_back.
   class EntryQueue {
    public:
+    EntryQueue() noexcept = default;
+    EntryQueue(EntryQueue&& other) noexcept { swap(other); }
+    EntryQueue& operator=(EntryQueue&& other) noexcept {
+      EntryQueue gone(std::move(*this));
+      swap(other);
+      return *this;
+    }
+    ~EntryQueue();
     bool empty() const noexcept { return size_ == 0; }
     std::size_t size() const noexcept { return size_; }
     Entry& front() noexcept { return slots_[head_]; }
     Entry& operator[](std::size_t i) noexcept {
       std::size_t at = head_ + i;
-      return slots_[at < slots_.size() ? at : at - slots_.size()];
+      return slots_[at < capacity_ ? at : at - capacity_];
     }
     void push_back(Entry&& e);
     // Drops the front entry (moved from by the caller, or not).
     void pop_front() noexcept;
 
    private:
+    void grow();
+    void swap(EntryQueue& other) noexcept {
+      std::swap(slots_, other.slots_);
+      std::swap(capacity_, other.capacity_);
+      std::swap(head_, other.head_);
+      std::swap(size_, other.size_);
+    }
+    // Raw room for capacity_ entries, of which the size_ from head_ on (wrapping) exist: a slot
+    // is made by push_back and unmade by pop_front, never default-made.
+    Entry* slots_ = nullptr;
     // 32-bit counts: every connection has a queue, and 2^32 entries cannot fit in memory.
-    std::vector<Entry, detail::CachedObjectAllocator<Entry>> slots_;
+    std::uint32_t capacity_ = 0;
     std::uint32_t head_ = 0;
     std::uint32_t size_ = 0;
   };
