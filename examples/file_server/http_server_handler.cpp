@@ -318,12 +318,13 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
   }
   if (wrote && !closing_ && ctx.channel().outbound_buffer().total_pending_bytes() > 0) {
     // Idle only once the responses are out; what they needed goes as soon as they are. The
-    // listener can hold the handler by a plain pointer: a channel's write futures complete
-    // while its pipeline stands (by the write, or by the close failing what is left), never
-    // after the channel is destroyed, and this handler is never removed from its pipeline.
+    // listener runs later, on the loop, and may find the channel gone (the peer closed, and
+    // the channel let go of itself first): it holds the channel weakly, and this handler,
+    // never removed from the pipeline, lives exactly as long as the channel's pipeline.
     if (loop_.has_timeout()) loop_.idle().writing(*this, loop_.now_ms());
-    last.add_listener([self = this](const std::error_code& ec) {
-      if (!ec) self->on_written();
+    last.add_listener([channel = std::weak_ptr<Channel>(ctx.channel().shared_from_this()),
+                       self = this](const std::error_code& ec) {
+      if (auto alive = channel.lock(); alive && !ec) self->on_written();
     });
   }
 }

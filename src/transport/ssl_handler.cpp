@@ -857,9 +857,10 @@ void SslHandler::answer_close_notify(ChannelHandlerContext& ctx) {
     finish_close(ctx);
     return;
   }
-  ctx.write_and_flush(out.flip()).add_listener([this](const std::error_code&) {
-    if (ctx_ != nullptr) {
-      finish_close(*ctx_);
+  // Weakly: the listener runs later, when the channel (and this handler with it) may be gone.
+  ctx.write_and_flush(out.flip()).add_listener([weak = weak_from_this()](const std::error_code&) {
+    if (auto self = weak.lock(); self && self->ctx_ != nullptr) {
+      self->finish_close(*self->ctx_);
     }
   });
 }

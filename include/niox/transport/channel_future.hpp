@@ -7,6 +7,10 @@
 //  - Listeners never run inside the call that completed the promise, nor inside add_listener():
 //    they are handed to the promise's Executor (the channel's loop), which runs them in order.
 //    So a listener may freely write, close or add listeners again.
+//  - Lifetime: a listener may run after the channel is gone. A channel that closes lets go of
+//    itself through its loop too, and that can come before the listener's turn: a write that
+//    completed as the peer closed, say. A listener that uses a handler or a channel holds it
+//    (a shared_ptr, or a weak_ptr it locks), never a plain pointer.
 //  - Thread safety: completing and adding listeners may happen on different threads.
 //  - Once the executor is gone (its EventLoopGroup shut down), listeners run on the thread
 //    that completes the promise or adds them: there is no other thread left to run them on.
