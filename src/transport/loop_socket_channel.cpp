@@ -388,7 +388,8 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
 }
 
 bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf) {
-  if (ec == std::errc::io_error && kernel_tls_rx_ && fd_.valid()) {
+  // The flag first: comparing an error_code with an errc calls its category, on every read.
+  if (kernel_tls_rx_ && ec == std::errc::io_error && fd_.valid()) {
     return read_kernel_tls_record();
   }
   if (ec) {
