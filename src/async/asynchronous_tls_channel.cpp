@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <utility>
 
-#include <fmt/format.h>
 #include <poll.h>
 
 namespace niox {
@@ -96,7 +95,9 @@ Task<void> AsynchronousTlsChannel::send_alert() {
 }
 
 void AsynchronousTlsChannel::hand_over_outbound() {
-  if (!kernel_tls_available() || !hand_over(TrafficDirection::outbound)) return;
+  if (!kernel_tls_available() || !detail::hand_over_traffic_keys(engine_, channel_.native_handle(),
+                                                                 TrafficDirection::outbound))
+    return;
   tx_path_ = RecordPath::ktls;
   rx_hand_over_pending_ = true;
   hand_over_inbound();
@@ -107,25 +108,8 @@ void AsynchronousTlsChannel::hand_over_inbound() {
   // the engine first, and the next read tries again.
   if (!rx_hand_over_pending_ || net_in_.position() != 0) return;
   rx_hand_over_pending_ = false;
-  if (hand_over(TrafficDirection::inbound)) rx_path_ = RecordPath::ktls;
-}
-
-bool AsynchronousTlsChannel::hand_over(TrafficDirection direction) {
-  if (auto why = engine_.traffic_keys_refusal(direction); !why.empty()) {
-    detail::log_kernel_tls_fallback(why);
-    return false;
-  }
-  auto keys = engine_.export_traffic_keys(direction);
-  if (!keys) {
-    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
-    return false;
-  }
-  if (std::error_code ec = detail::install_kernel_tls(channel_.native_handle(), direction, *keys)) {
-    detail::log_kernel_tls_fallback(fmt::format(
-        "{}: {}", direction == TrafficDirection::outbound ? "TLS_TX" : "TLS_RX", ec.message()));
-    return false;
-  }
-  return true;
+  if (detail::hand_over_traffic_keys(engine_, channel_.native_handle(), TrafficDirection::inbound))
+    rx_path_ = RecordPath::ktls;
 }
 
 Task<std::int64_t> AsynchronousTlsChannel::read_kernel(std::span<ByteBuffer> dsts,

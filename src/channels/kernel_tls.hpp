@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -48,5 +49,28 @@ bool only_session_tickets(std::span<const std::byte> record) noexcept;
 
 // Logs that a connection keeps user-space records and why.
 void log_kernel_tls_fallback(std::string_view why) noexcept;
+
+// Gives one direction's keys from `engine` (an SslEngine; a template so that this piece of
+// channels/ does not depend on the engine's library) to the kernel. False, logged, when the
+// engine or the kernel refuses: that direction keeps user-space records.
+template <class Engine>
+bool hand_over_traffic_keys(const Engine& engine, int fd, TrafficDirection direction) {
+  if (const std::string_view why = engine.traffic_keys_refusal(direction); !why.empty()) {
+    log_kernel_tls_fallback(why);
+    return false;
+  }
+  const auto keys = engine.export_traffic_keys(direction);
+  if (!keys) {
+    log_kernel_tls_fallback("the traffic keys could not be derived");
+    return false;
+  }
+  if (const std::error_code ec = install_kernel_tls(fd, direction, *keys)) {
+    log_kernel_tls_fallback(
+        std::string(direction == TrafficDirection::outbound ? "TLS_TX: " : "TLS_RX: ") +
+        ec.message());
+    return false;
+  }
+  return true;
+}
 
 }  // namespace niox::detail

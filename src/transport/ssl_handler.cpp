@@ -14,7 +14,6 @@
 #include <span>
 #include <vector>
 
-#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -550,7 +549,7 @@ void SslHandler::finish_kernel_tx(std::error_code write_error, std::uint64_t wai
   tx_hand_over_pending_ = false;
   auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx.channel());
   if (!write_error && !failed_ && socket != nullptr && socket->fd() >= 0 &&
-      hand_over(socket->fd(), TrafficDirection::outbound)) {
+      detail::hand_over_traffic_keys(engine_, socket->fd(), TrafficDirection::outbound)) {
     tx_path_ = RecordPath::ktls;
     // The inbound keys go at the end of the next read that leaves no partial record: the
     // bytes read until then are records under the engine's keys.
@@ -575,26 +574,10 @@ void SslHandler::begin_kernel_rx(ChannelHandlerContext& ctx) {
     return;  // not now: a read of the transport's own is on its way, say
   }
   rx_hand_over_pending_ = false;
-  if (hand_over(socket->fd(), TrafficDirection::inbound)) {
+  if (detail::hand_over_traffic_keys(engine_, socket->fd(), TrafficDirection::inbound)) {
     detail::KernelTlsReceive::started(*socket);
     rx_path_ = RecordPath::ktls;
   }
-}
-
-bool SslHandler::hand_over(int fd, TrafficDirection direction) {
-  const std::string_view why = engine_.traffic_keys_refusal(direction);
-  std::optional<TrafficKeys> keys;
-  if (!why.empty()) {
-    detail::log_kernel_tls_fallback(why);
-  } else if (!(keys = engine_.export_traffic_keys(direction))) {
-    detail::log_kernel_tls_fallback("the traffic keys could not be derived");
-  } else if (std::error_code ec = detail::install_kernel_tls(fd, direction, *keys)) {
-    detail::log_kernel_tls_fallback(fmt::format(
-        "{}: {}", direction == TrafficDirection::outbound ? "TLS_TX" : "TLS_RX", ec.message()));
-  } else {
-    return true;
-  }
-  return false;
 }
 
 void SslHandler::kernel_close_notify(ChannelHandlerContext& ctx,

@@ -144,8 +144,6 @@ class AsynchronousTlsChannel {
   // kTLS: TLS_TX after the handshake, then TLS_RX whenever no ciphertext waits in net_in_.
   void hand_over_outbound();
   void hand_over_inbound();
-  // Gives the kernel the keys of one direction; false (logged once) when it stays in user space.
-  bool hand_over(TrafficDirection direction);
   Task<std::int64_t> read_kernel(std::span<ByteBuffer> dsts, std::error_code& ec);
   Task<void> send_kernel_close_notify(std::error_code& ec);
   bool inbound_done() const noexcept { return kernel_inbound_done_ || engine_.is_inbound_done(); }

@@ -171,9 +171,6 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   // kTLS receive: installs TLS_RX once a read left nothing of a record behind, and takes what
   // the kernel then delivers (plaintext, and alerts or handshake records as KernelTlsRecord).
   void begin_kernel_rx(ChannelHandlerContext& ctx);
-  // Gives one direction's keys to the kernel; false (logged) when the engine or the kernel
-  // refuses, and that direction keeps user-space records.
-  bool hand_over(int fd, TrafficDirection direction);
   void read_kernel_record(ChannelHandlerContext& ctx, Message msg);
   void kernel_close_notify(ChannelHandlerContext& ctx,
                            std::function<void(ChannelHandlerContext&)> then);
