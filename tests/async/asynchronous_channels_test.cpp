@@ -214,6 +214,66 @@ TEST_P(AsyncSocketTest, AStopRequestFromAnotherThreadCancelsAPendingRead) {
   EXPECT_EQ(outcome, "aborted");
 }
 
+// A task's one stop callback is lent to each of its operations in turn: a stop from another
+// thread lands on whichever read is pending at that moment, after hundreds that completed, and
+// the aborted read takes no byte.
+TEST_P(AsyncSocketTest, AStopReachesWhicheverOfATasksSuccessiveReadsIsPending) {
+  constexpr int total = 400;
+  std::stop_source stop;
+  std::promise<void> half;
+  auto body = [&]() -> Task<int> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    // The writer runs beside the reader, in a group the stop does not reach: a byte every 50 µs.
+    auto writer = [](AsynchronousSocketChannel& out, EventLoop& loop) -> Task<void> {
+      for (int i = 0; i < total; ++i) {
+        ByteBuffer one = ByteBuffer::allocate(1);
+        one.put(static_cast<std::uint8_t>('a' + i % 26)).flip();
+        co_await out.write(one);
+        co_await sleep_for(loop, 50us);
+      }
+    };
+    TaskGroup group;
+    group.spawn(writer(b, loop()));
+    int received = 0;
+    bool aborted = false;
+    ByteBuffer one = ByteBuffer::allocate(1);
+    auto check = [&] {
+      EXPECT_EQ(one.get(0), 'a' + received % 26) << received;
+      ++received;
+    };
+    while (received < total) {
+      one.clear();
+      try {
+        if (co_await a.read(one) != 1) break;
+      } catch (const std::system_error& e) {
+        aborted = e.code() == operation_aborted();
+        break;
+      }
+      check();
+      if (received == total / 2) half.set_value();
+    }
+    EXPECT_TRUE(aborted);
+    // The rest of the bytes, in order, under a token never stopped.
+    auto rest = [&]() -> Task<void> {
+      while (received < total) {
+        one.clear();
+        if (co_await a.read(one) != 1) co_return;
+        check();
+      }
+    };
+    co_await with_stop_token({}, rest());
+    co_await with_stop_token({}, group.join());
+    co_return received;
+  };
+  std::thread canceller([&] {
+    half.get_future().wait();
+    stop.request_stop();
+  });
+  int received = sync_wait(with_stop_token(stop.get_token(), body()));
+  canceller.join();
+  EXPECT_EQ(received, total);
+}
+
 TEST_P(AsyncSocketTest, ATimeoutRacingACompletionGivesOneOutcome) {
   auto body = [&]() -> Task<void> {
     auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);

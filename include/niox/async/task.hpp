@@ -34,6 +34,7 @@
 // one behind BufferPool): once warm, starting a coroutine allocates nothing.
 #pragma once
 
+#include <niox/async/detail/stop_relay.hpp>
 #include <niox/buffer/buffer_pool.hpp>
 
 #include <coroutine>
@@ -68,6 +69,7 @@ struct TaskPromiseBase : CachedFrame {
   std::exception_ptr error;
   std::stop_token stop;
   bool own_stop = false;  // given by with_stop_token(): not inherited from the awaiter
+  StopRelay relay;        // `stop`'s one callback, lent to the operation the task waits on
 
   struct FinalAwaiter {
     bool await_ready() const noexcept { return false; }

@@ -8,13 +8,16 @@
 //   stop request (any thread) ── execute ──> loop.cancel(op) ──> handler(operation_aborted)
 //   frame destroyed while suspended ── claim ──> cancel; the late handler finds it claimed
 //
-// The State is shared by the awaitable, the handler and the stop callback, and comes from the
-// block cache (no heap once warm). Whoever claims it first decides: the handler resumes the
+// A stop request reaches the operation through the task's StopRelay (one stop callback per
+// task, armed with this operation while it is pending; see stop_relay.hpp). The State is
+// shared by the awaitable, the handler and a stop's cancel, and comes from the block cache (no
+// heap once warm). Whoever claims it first decides: the handler resumes the
 // coroutine, the destructor only cancels. The operation holds its own copies of the buffers
 // (ByteBuffer copies share memory), so the memory stays alive until the kernel has let go of
 // it even when the frame is gone.
 #pragma once
 
+#include <niox/async/detail/stop_relay.hpp>
 #include <niox/async/task.hpp>
 #include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/buffer_pool.hpp>
@@ -99,8 +102,10 @@ class LoopOperation {
   LoopOperation(const LoopOperation&) = delete;
   LoopOperation& operator=(const LoopOperation&) = delete;
   ~LoopOperation() {
-    stop_.reset();  // waits for a stop callback running on another thread
-    if (state_ && !state_->claimed.exchange(true, std::memory_order_acq_rel)) {
+    disarm();  // waits for a stop's cancel running on another thread
+    // Claimed already (the usual case: the handler resumed the coroutine) needs no atomic write.
+    if (state_ && !state_->claimed.load(std::memory_order_acquire) &&
+        !state_->claimed.exchange(true, std::memory_order_acq_rel)) {
       LoopOpState::cancel(state_);
     }
   }
@@ -108,19 +113,24 @@ class LoopOperation {
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) {
-    std::stop_token token = stop_token_of(h);
-    if (token.stop_requested()) return false;   // no state: aborted
     if (!loop_->link()->alive()) return false;  // the loop is gone: as if it closed
     state_ = std::allocate_shared<LoopOpState>(CachedObjectAllocator<LoopOpState>());
     state_->h = h;
     if constexpr (std::is_same_v<R, ByteBuffer>) state_->into = &received_;
     state_->loop = loop_;
     state_->link = loop_->link();
-    if (token.stop_possible()) stop_.emplace(std::move(token), OnStop{&state_});
+    if constexpr (std::is_base_of_v<TaskPromiseBase, P>) {
+      StopRelay& relay = h.promise().relay;
+      if (!relay.arm(h.promise().stop, &on_stop, &state_)) {
+        state_.reset();  // stopped already: no state, aborted
+        return false;
+      }
+      relay_ = &relay;
+    }
     if (loop_->in_event_loop()) {
-      // A stop that came while the callback was being registered cancelled nothing yet.
+      // A stop that came once the relay was armed cancelled nothing yet.
       if (state_->cancelled.load(std::memory_order_acquire)) {
-        stop_.reset();
+        disarm();
         state_.reset();
         return false;
       }
@@ -136,12 +146,12 @@ class LoopOperation {
       st->op = start(*st->loop, st);
     });
     if (state_->link->execute(r)) return true;  // the loop may already run (and free) this frame
-    stop_.reset();
+    disarm();
     state_.reset();  // the loop is gone: as if it closed
     return false;
   }
   R await_resume() {
-    stop_.reset();
+    disarm();
     if (!state_) {  // ended before it started
       LoopOpState none;
       none.ec = operation_aborted();
@@ -151,11 +161,15 @@ class LoopOperation {
   }
 
  private:
-  // Points at state_, which is reset only after the callback is gone.
-  struct OnStop {
-    std::shared_ptr<LoopOpState>* st;
-    void operator()() noexcept { LoopOpState::cancel(*st); }
-  };
+  // The relay's target is state_, which is reset only after disarm().
+  static void on_stop(void* target) noexcept {
+    LoopOpState::cancel(*static_cast<std::shared_ptr<LoopOpState>*>(target));
+  }
+  // Once per arming: a named awaiter may outlive its co_await while the task's next operation
+  // holds the relay.
+  void disarm() noexcept {
+    if (relay_) std::exchange(relay_, nullptr)->disarm();
+  }
 
   R fail_or(LoopOpState& s) {
     if (s.ec && s.ec != LoopError::end_of_file) {
@@ -170,15 +184,15 @@ class LoopOperation {
   // This object sits in the coroutine's frame while the operation is pending, next to the
   // frame's other awaiters (the echo server's receive and write), so every member counts
   // towards what an idle connection costs: no error slot (no state after await_suspend means
-  // the operation ended before it started, aborted), the name as one pointer, a stop callback
-  // that points at state_ instead of sharing it, and no room for a stateless Finish.
+  // the operation ended before it started, aborted), the name as one pointer, the task's stop
+  // relay as one pointer, and no room for a stateless Finish.
   EventLoop* loop_;
   const char* what_;
   std::error_code* ec_out_;
   Start start_;
   [[no_unique_address]] Finish finish_;
   std::shared_ptr<LoopOpState> state_;
-  std::optional<std::stop_callback<OnStop>> stop_;
+  StopRelay* relay_ = nullptr;  // armed with &state_ while the operation may be pending
   struct Nothing {};
   // A receive's buffer, handed over by the handler that claimed the state.
   [[no_unique_address]] std::conditional_t<std::is_same_v<R, ByteBuffer>, ByteBuffer, Nothing>
