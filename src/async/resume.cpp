@@ -17,11 +17,14 @@ thread_local ReadyQueue ready;
 
 void resume_soon(std::coroutine_handle<> h) {
   ReadyQueue& q = ready;
-  q.handles.push_back(h);
   if (q.draining) {
+    q.handles.push_back(h);
     return;  // the drain below us on this stack resumes it when the current coroutine suspends
   }
+  // No drain runs, so nothing waits (a drain ends with the queue empty): `h` goes first
+  // without passing through the queue, as it does on a loop's completion.
   q.draining = true;
+  h.resume();
   while (q.head < q.handles.size()) {
     std::coroutine_handle<> next = q.handles[q.head++];
     if (q.head == q.handles.size()) {
