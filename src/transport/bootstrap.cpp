@@ -117,11 +117,35 @@ BootstrapFuture Bootstrap::connect(const SocketAddress& remote) const {
 
 namespace {
 
+// Options Linux copies from a listening socket into each socket it accepts (they live in the
+// socket the kernel clones for the connection). A child's value of one of these is set once,
+// on the listener, instead of with a system call per connection; the rest stay per child.
+bool passed_on_by_listener(const SocketOptionInfo* row) noexcept {
+  return row == &StandardSocketOptions::tcp_nodelay ||
+         row == &StandardSocketOptions::tcp_notsent_lowat ||
+         row == &StandardSocketOptions::so_keepalive;
+}
+
+// Moves the child socket options a listener passes on from `child` into `listener` (where a
+// child's value wins over the listener's own).
+void give_listener_what_it_passes_on(ChannelOptions& listener, ChannelOptions& child) {
+  const auto rows = child.socket_options;
+  child.socket_options = {};
+  for (const auto& [row, value] : rows) {
+    if (row == nullptr) break;
+    if (passed_on_by_listener(row))
+      listener.set_socket_option(*row, value);
+    else
+      child.set_socket_option(*row, value);
+  }
+}
+
 // Sets up `server`'s pipeline and binds it, on its loop; `promise` says how.
 void listen_on(const std::shared_ptr<LoopServerSocketChannel>& server, EventLoop& loop,
                const SocketAddress& local, ChannelOptions options, ChannelOptions child_options,
                std::shared_ptr<ChannelHandler> handler,
                std::shared_ptr<ChannelHandler> child_handler, ChannelPromise promise) {
+  give_listener_what_it_passes_on(options, child_options);
   loop.execute([server, local, promise, options = std::move(options),
                 child_options = std::move(child_options), handler = std::move(handler),
                 child_handler = std::move(child_handler)]() mutable {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 using namespace niox;
@@ -456,6 +457,56 @@ TEST_P(TransportFaults, AnAcceptedConnectionIsNotAskedWhatItIs) {
   }
   EXPECT_EQ(questions.seen(), 0u);
   server.stop();
+}
+
+// TCP_NODELAY, TCP_NOTSENT_LOWAT and SO_KEEPALIVE pass from a listening socket to every socket
+// it accepts, so a child's value of those is set once, on the listener: an accepted connection
+// costs no setsockopt, and has the values all the same.
+TEST_P(TransportFaults, ChildOptionsTheListenerPassesOnCostAConnectionNoSetsockopt) {
+  struct Values {
+    int nodelay = -1, lowat = -1, keepalive = -1;
+  };
+  auto mutex = std::make_shared<std::mutex>();
+  auto values = std::make_shared<std::vector<Values>>();
+  TestServer server(options(), 1);
+  server.bootstrap()
+      .child_option(channel_option::tcp_nodelay, true)
+      .child_option(channel_option::tcp_notsent_lowat, 16 * 1024)
+      .child_option(channel_option::so_keepalive, true)
+      .child_option(channel_option::write_buffer_hard_limit, std::size_t(1) << 20)  // per child
+      .child_handler(init([mutex, values](Channel& ch) {
+        const int fd = static_cast<LoopSocketChannel&>(ch).fd();
+        auto get = [fd](int level, int name) {
+          int v = -1;
+          socklen_t len = sizeof v;
+          return ::getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+        };
+        Values v{get(IPPROTO_TCP, TCP_NODELAY), get(IPPROTO_TCP, TCP_NOTSENT_LOWAT),
+                 get(SOL_SOCKET, SO_KEEPALIVE)};
+        {
+          std::lock_guard lock(*mutex);
+          values->push_back(v);
+        }
+        EXPECT_EQ(ch.config().write_buffer_hard_limit(), std::size_t(1) << 20);
+        ch.pipeline().add_last(std::make_shared<EchoHandler>());
+      }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  fi::Armed sets({.calls = fi::call_setsockopt, .local_port = addr.inet().port(), .times = 0});
+  for (int i = 0; i < 3; ++i) {
+    PeerSocket peer(addr);
+    peer.send_all("ping");
+    auto back = peer.recv_exact(4);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
+  }
+  EXPECT_EQ(sets.seen(), 0u);
+  server.stop();
+  std::lock_guard lock(*mutex);
+  ASSERT_EQ(values->size(), 3u);
+  for (const Values& v : *values) {
+    EXPECT_NE(v.nodelay, 0);
+    EXPECT_EQ(v.lowat, 16 * 1024);
+    EXPECT_NE(v.keepalive, 0);
+  }
 }
 
 // On a socket with TLS_RX a read fails with EIO when the next record is not application data;

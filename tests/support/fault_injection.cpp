@@ -286,4 +286,11 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
   return real(fd, level, name, value, len);
 }
 
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  static auto real = next<int (*)(int, int, int, const void*, socklen_t)>("setsockopt");
+  Decision d = decide(call_setsockopt, fd, 0);
+  if (d.error) return static_cast<int>(fail(d.error));
+  return real(fd, level, name, value, len);
+}
+
 }  // extern "C"

@@ -1,12 +1,13 @@
 // A syscall fault-injection shim for tests. Linked only into the reliability test executable,
 // never into the library.
 //
-// The shim defines read, readv, recv, recvmsg, write, writev, send, sendmsg, accept and accept4,
-// and fstat, fcntl and getsockopt (to count the questions a library asks of a descriptor), in
-// the test executable. The executable's definitions win over libc's for every caller in the
-// process, the library included; each one forwards to the next definition (libc, or a sanitizer
-// runtime's interceptor) found with dlsym(RTLD_NEXT). Nothing changes until a rule is armed:
-// the unarmed cost is one relaxed atomic load per call.
+// The shim defines, in the test executable, read, readv, recv, recvmsg, write, writev, send,
+// sendmsg, accept and accept4; fstat, fcntl and getsockopt (to count the questions a library
+// asks of a descriptor); and setsockopt (to count the options it sets on one). The
+// executable's definitions win over libc's for every caller in the process, the library
+// included; each one forwards to the next definition (libc, or a sanitizer runtime's
+// interceptor) found with dlsym(RTLD_NEXT). Nothing changes until a rule is armed: the unarmed
+// cost is one relaxed atomic load per call.
 //
 //   niox::test::fault::Armed r({.calls = fault::writes, .fd = fd, .after = 2, .error = EINTR});
 //   ... the 3rd write-side call on fd fails with EINTR, once; r.fired() == 1 afterwards ...
@@ -46,6 +47,7 @@ enum Call : unsigned {
   call_fstat = 1u << 10,
   call_fcntl = 1u << 11,
   call_getsockopt = 1u << 12,
+  call_setsockopt = 1u << 13,
 };
 inline constexpr unsigned reads = call_read | call_readv | call_recv | call_recvmsg;
 inline constexpr unsigned writes = call_write | call_writev | call_send | call_sendmsg;

@@ -8,9 +8,12 @@
 // The socket options are Netty's names for rows of the one option table, StandardSocketOptions
 // (channels/socket_options.hpp; any of its rows may be set here too). They are applied when the
 // socket is created (or accepted), each only where its row applies: on a Unix-domain socket
-// TCP_NODELAY, TCP_NOTSENT_LOWAT, SO_REUSEADDR, SO_REUSEPORT and SO_KEEPALIVE are skipped. The other options
-// (a ChannelOption<T>) name one field of ChannelOptions. Unset options keep the kernel's or the
-// channel's default.
+// TCP_NODELAY, TCP_NOTSENT_LOWAT, SO_REUSEADDR, SO_REUSEPORT and SO_KEEPALIVE are skipped. A
+// ServerBootstrap sets the child options TCP_NODELAY, TCP_NOTSENT_LOWAT and SO_KEEPALIVE on its
+// listening socket instead, which passes them on to every connection it accepts: no system
+// call per connection (a child's value wins over the same option() of the listener). The other
+// options (a ChannelOption<T>) name one field of ChannelOptions. Unset options keep the
+// kernel's or the channel's default.
 #pragma once
 
 #include <niox/channels/socket_options.hpp>
