@@ -698,8 +698,11 @@ void SslHandler::close(ChannelHandlerContext& ctx, ChannelPromise promise) {
   });
 }
 
-// The bounded wait for the peer to end the connection, once ours has said it is done.
+// The bounded wait for the peer to end the connection, once ours has said it is done. Its
+// close_notify (or end of stream) has to be read: an application that turned AUTO_READ off is
+// done with the connection, so reading resumes (what arrives now is dropped here).
 void SslHandler::close_after_timeout(ChannelHandlerContext& ctx) {
+  ctx.channel().config().set_auto_read(true);
   close_timer_ = ctx.executor().schedule(options_.close_notify_read_timeout, [this] {
     if (ctx_ != nullptr) {
       finish_close(*ctx_);

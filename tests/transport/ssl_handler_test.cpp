@@ -425,6 +425,52 @@ TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
   group.shutdown_gracefully();
 }
 
+// An application that turned AUTO_READ off and closes still hears the peer's close_notify: the
+// handler reads again for it, so the close ends with the peer's answer, not at the (here very
+// long) close_notify timeout.
+TEST_P(SslHandlerTest, ServerCloseWithAutoReadOffStillReadsThePeersCloseNotify) {
+  TestServer server(options(), 1);
+  auto closed = std::make_shared<std::promise<void>>();
+  server.bootstrap().child_handler(init([this, closed](Channel& ch) {
+    SslHandler::Options o;
+    o.close_notify_read_timeout = std::chrono::hours(1);
+    ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine(), o));
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_event = [](ChannelHandlerContext& ctx, std::any e) {
+      if (std::any_cast<SslHandshakeCompletionEvent>(&e) != nullptr) {
+        ctx.channel().config().set_auto_read(false);
+        ctx.write_and_flush(ByteBuffer::wrap(std::string_view("bye")));
+        ctx.close();
+      }
+    };
+    ch.pipeline().add_last("app", h);
+    ch.close_future().add_listener([closed](const std::error_code&) { closed->set_value(); });
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+
+  EventLoopGroup group(TestServer::group_options(options(), 1));
+  auto got = std::make_shared<std::string>();
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [got](ChannelHandlerContext&, Message m) {
+    got->append(m.get<ByteBuffer>().string_view());
+  };
+  Bootstrap b;
+  b.group(group).handler(init([this, h, port = addr.inet().port()](Channel& ch) {
+    ch.pipeline().add_last("ssl",
+                           std::make_shared<SslHandler>(client_ssl.new_engine("localhost", port)));
+    ch.pipeline().add_last("app", h);
+  }));
+  auto f = b.connect(addr);
+  ASSERT_FALSE(await_for(f));
+  auto server_closed = closed->get_future();
+  EXPECT_EQ(server_closed.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the server waits for its close_notify timeout";
+  await_for(f.channel()->close_future());
+  EXPECT_EQ(*got, "bye");
+  group.shutdown_gracefully();
+  server.stop();
+}
+
 // A TLS record as it crossed the wire: its content type and its body (encrypted, when it was).
 struct WireRecord {
   int type = 0;
