@@ -368,6 +368,9 @@ void HttpServerHandler::close_after_flush(ChannelHandlerContext& ctx, ChannelFut
                                           bool linger) {
   closing_ = true;
   if (exchange_) exchange_->pending.clear();
+  // Without lingering nothing more is read: no read waits in the loop (and on epoll no
+  // registration is made) for the time the last response takes to leave.
+  if (!linger) ctx.channel().config().set_auto_read(false);
   std::weak_ptr<Channel> weak = ctx.channel().shared_from_this();
   last.add_listener([weak, linger](std::error_code ec) {
     auto ch = weak.lock();

@@ -162,9 +162,10 @@ TEST_F(HttpServerHandlerTest, AnAnsweredRequestLeavesNothingButTheHandler) {
 
 // A client that asks to close after a bodiless request, with nothing behind it, sends nothing
 // more: the connection closes once the response is written, without a lingering close (no
-// FIN first, no reading until the client's, no timer).
+// FIN first, no reading until the client's, no timer), and nothing is read meanwhile.
 TEST_F(HttpServerHandlerTest, AConnectionCloseRequestIsClosedOnceAnswered) {
   receive("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  EXPECT_FALSE(ch_->config().is_auto_read()) << "still reading while the last response leaves";
   ch_->run_pending_tasks();
   EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
   EXPECT_FALSE(ch_->is_open());
@@ -187,6 +188,7 @@ TEST_F(HttpServerHandlerTest, AConnectionCloseWithInputStillToComeLingers) {
     ch_->run_pending_tasks();
     EXPECT_TRUE(written().starts_with("HTTP/1.1 ")) << written();
     EXPECT_TRUE(ch_->output_shutdown_done()) << "closed without a lingering close";
+    EXPECT_TRUE(ch_->config().is_auto_read()) << "a lingering close that does not read";
   }
 }
 
