@@ -442,6 +442,17 @@ TEST_P(TransportFaults, RandomShortCountsInTheFlushKeepTheExactStream) {
   }
 }
 
+// `connections` connections to an echo server at `addr`, one "ping" each, each closed after
+// its echo.
+void ping_echo_server(const SocketAddress& addr, int connections) {
+  for (int i = 0; i < connections; ++i) {
+    PeerSocket peer(addr);
+    peer.send_all("ping");
+    auto back = peer.recv_exact(4);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
+  }
+}
+
 // What accept4(SOCK_NONBLOCK) made needs no checking: the loop neither fstat()s nor fcntl()s an
 // accepted connection, and a small echo does not ask for SO_SNDBUF. (These are syscalls of the
 // library itself, not loop I/O, so the shim sees them on every backend.)
@@ -449,12 +460,7 @@ TEST_P(TransportFaults, AnAcceptedConnectionIsNotAskedWhatItIs) {
   TestServer server(options(), 1);
   SocketAddress addr = serve_echo(server);
   fi::Armed questions({.calls = fi::questions, .local_port = addr.inet().port(), .times = 0});
-  for (int i = 0; i < 3; ++i) {
-    PeerSocket peer(addr);
-    peer.send_all("ping");
-    auto back = peer.recv_exact(4);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
-  }
+  ping_echo_server(addr, 3);
   EXPECT_EQ(questions.seen(), 0u);
   server.stop();
 }
@@ -492,12 +498,7 @@ TEST_P(TransportFaults, ChildOptionsTheListenerPassesOnCostAConnectionNoSetsocko
       }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   fi::Armed sets({.calls = fi::call_setsockopt, .local_port = addr.inet().port(), .times = 0});
-  for (int i = 0; i < 3; ++i) {
-    PeerSocket peer(addr);
-    peer.send_all("ping");
-    auto back = peer.recv_exact(4);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.data()), back.size()), "ping");
-  }
+  ping_echo_server(addr, 3);
   EXPECT_EQ(sets.seen(), 0u);
   server.stop();
   std::lock_guard lock(*mutex);

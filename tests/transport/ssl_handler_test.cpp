@@ -109,6 +109,18 @@ class SslHandlerTest : public DescriptorCheckedTest {
   SslContext client_ssl =
       SslContextBuilder::for_client().trust_manager(Pem::memory(ca.certificate_pem())).build();
 
+  // Connects a niox TLS client to `addr` on `group`, `app` behind its SslHandler.
+  BootstrapFuture connect_tls_client(EventLoopGroup& group, const SocketAddress& addr,
+                                     std::shared_ptr<ChannelHandler> app) {
+    Bootstrap b;
+    b.group(group).handler(init([this, app, port = addr.inet().port()](Channel& ch) {
+      ch.pipeline().add_last(
+          "ssl", std::make_shared<SslHandler>(client_ssl.new_engine("localhost", port)));
+      ch.pipeline().add_last("app", app);
+    }));
+    return b.connect(addr);
+  }
+
   // A TLS echo server whose pipelines report into `log`.
   SocketAddress serve_tls_echo(TestServer& server, ServerLog& log,
                                SslHandler::Options options = {}) {
@@ -409,13 +421,7 @@ TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
     if (auto* c = std::any_cast<SslCloseCompletionEvent>(&e)) close_event->set_value(c->cause);
   };
   h->on_exception = [exceptions](ChannelHandlerContext&, std::exception_ptr) { ++*exceptions; };
-  Bootstrap b;
-  b.group(group).handler(init([this, h, port = addr.inet().port()](Channel& ch) {
-    ch.pipeline().add_last("ssl",
-                           std::make_shared<SslHandler>(client_ssl.new_engine("localhost", port)));
-    ch.pipeline().add_last("app", h);
-  }));
-  auto f = b.connect(addr);
+  auto f = connect_tls_client(group, addr, h);
   ASSERT_FALSE(await_for(f));
   auto ev = close_event->get_future();
   EXPECT_FALSE(wait_for(ev)) << "the server's close_notify did not arrive";
@@ -454,13 +460,7 @@ TEST_P(SslHandlerTest, ServerCloseWithAutoReadOffStillReadsThePeersCloseNotify) 
   h->on_read = [got](ChannelHandlerContext&, Message m) {
     got->append(m.get<ByteBuffer>().string_view());
   };
-  Bootstrap b;
-  b.group(group).handler(init([this, h, port = addr.inet().port()](Channel& ch) {
-    ch.pipeline().add_last("ssl",
-                           std::make_shared<SslHandler>(client_ssl.new_engine("localhost", port)));
-    ch.pipeline().add_last("app", h);
-  }));
-  auto f = b.connect(addr);
+  auto f = connect_tls_client(group, addr, h);
   ASSERT_FALSE(await_for(f));
   auto server_closed = closed->get_future();
   EXPECT_EQ(server_closed.wait_for(std::chrono::seconds(20)), std::future_status::ready)
