@@ -26,7 +26,8 @@
 //     renegotiation) fires exception_caught with a std::system_error in the niox.ssl category,
 //     sends the engine's alert and closes the connection.
 //   - close() and shutdown_output() send close_notify after the pending writes; close() waits up to Options::close_notify_read_timeout (3 s) for
-//     the peer's before closing the connection. A peer's close_notify closes it too.
+//     the peer's before closing the connection, reading for it even if AUTO_READ was turned
+//     off. A peer's close_notify closes it too.
 //   - close() during the handshake fails it and the writes waiting for it with
 //     SslErrc::handshake_canceled (exception_caught is not fired) and tells the peer: a
 //     user_canceled and a close_notify alert, or, once our handshake records are encrypted, a
