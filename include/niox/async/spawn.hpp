@@ -205,17 +205,12 @@ class SleepFor {
   SleepFor(const SleepFor&) = delete;
   SleepFor& operator=(const SleepFor&) = delete;
   ~SleepFor() {
-    stop_.reset();  // deregisters (waits for a stop callback running on another thread)
+    disarm();  // waits for a stop's cancel running on another thread
     if (state_) state_->timer.cancel();
   }
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) {
-    std::stop_token token = detail::stop_token_of(h);
-    if (token.stop_requested()) {
-      aborted_ = true;
-      return false;
-    }
     if (!loop_->link()->alive()) {
       gone_ = true;
       return false;
@@ -225,9 +220,9 @@ class SleepFor {
     auto st = std::allocate_shared<State>(detail::CachedObjectAllocator<State>());
     st->h = h;
     state_ = st;
-    // Once the stop callback is registered, a stop on another thread may resume (and free) this
-    // frame, but only through a task on the loop that runs after `arm` (see OnStop): from here
-    // on only locals are used until `arm` has been handed over.
+    // Once the task's stop relay is armed, a stop on another thread may resume this frame, but
+    // only through a task on the loop that runs after `arm` (see on_stop): from here on only
+    // locals are used until `arm` has been handed over.
     auto arm = [st, loop, d = delay_] {
       st->armed = true;
       if (st->stop_pending) {
@@ -241,8 +236,14 @@ class SleepFor {
         if (!st->claimed.exchange(true)) st->h.resume();
       });
     };
-    if (token.stop_possible()) {
-      stop_.emplace(std::move(token), OnStop{st, loop});
+    if constexpr (std::is_base_of_v<detail::TaskPromiseBase, P>) {
+      detail::StopRelay& relay = h.promise().relay;
+      if (!relay.arm(h.promise().stop, &on_stop, this)) {
+        state_.reset();  // stopped already
+        aborted_ = true;
+        return false;
+      }
+      relay_ = &relay;
     }
     if (loop->in_event_loop()) {
       arm();  // the timer and a stop's task run on this thread, after this returns
@@ -253,12 +254,13 @@ class SleepFor {
       return true;  // from here on the loop may already run (and free) this frame
     }
     // The loop is gone: no task of it, so no stop's either, can resume the frame.
-    stop_.reset();
+    disarm();
     state_.reset();
     gone_ = true;
     return false;
   }
-  void await_resume() const {
+  void await_resume() {
+    disarm();
     if (gone_) {
       throw IllegalStateException("niox: sleep_for(): the event loop is gone");
     }
@@ -278,35 +280,37 @@ class SleepFor {
     std::coroutine_handle<> h;
     ScheduledFuture timer;
   };
-  struct OnStop {
-    std::shared_ptr<State> st;
-    EventLoop* loop;
-    void operator()() noexcept {
-      // Ends the sleep on the loop thread, where the timer also runs.
-      try {
-        Runnable r([st = st] {
-          if (!st->armed) {
-            // await_suspend may still be running on its thread: the arming ends the sleep.
-            st->stop_pending = true;
-            return;
-          }
-          if (!st->claimed.exchange(true)) {
-            st->timer.cancel();
-            st->aborted = true;
-            st->h.resume();
-          }
-        });
-        loop->link()->execute(r);
-      } catch (...) {
-        // Out of memory: the sleep ends at its deadline instead.
-      }
+  // The relay's target is this awaiter, alive until disarm() returns.
+  static void on_stop(void* target) noexcept {
+    auto* self = static_cast<SleepFor*>(target);
+    // Ends the sleep on the loop thread, where the timer also runs.
+    try {
+      Runnable r([st = self->state_] {
+        if (!st->armed) {
+          // await_suspend may still be running on its thread: the arming ends the sleep.
+          st->stop_pending = true;
+          return;
+        }
+        if (!st->claimed.exchange(true)) {
+          st->timer.cancel();
+          st->aborted = true;
+          st->h.resume();
+        }
+      });
+      self->loop_->link()->execute(r);
+    } catch (...) {
+      // Out of memory: the sleep ends at its deadline instead.
     }
-  };
+  }
+  // Once per arming, as LoopOperation does.
+  void disarm() noexcept {
+    if (relay_) std::exchange(relay_, nullptr)->disarm();
+  }
 
   EventLoop* loop_;
   std::chrono::nanoseconds delay_;
   std::shared_ptr<State> state_;
-  std::optional<std::stop_callback<OnStop>> stop_;
+  detail::StopRelay* relay_ = nullptr;  // armed with this awaiter while the sleep may be pending
   bool gone_ = false;
   bool aborted_ = false;
 };
