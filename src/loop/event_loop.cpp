@@ -450,6 +450,15 @@ void LoopCore::declare_nonblocking_socket(int fd) {
   backend_->declare_nonblocking(fd);
 }
 
+void LoopCore::close_at_shutdown(int fd, CloseAtShutdown close, void* owner) {
+  if (fd < 0) return;
+  if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
+  FdState& fs = fds_[fd];
+  if (!fs.close) ++owned_;
+  fs.close = close;
+  fs.owner = owner;
+}
+
 void LoopCore::forget(int fd) {
   if (fd < 0) return;
   if (static_cast<std::size_t>(fd) < fds_.size()) {
@@ -459,6 +468,7 @@ void LoopCore::forget(int fd) {
     std::size_t base = victims.size();
     for (Operation* op = fds_[fd].all; op; op = op->fd_next) victims.push_back(op);
     for (std::size_t i = base; i < victims.size(); ++i) victims[i]->home_fd = -1;
+    if (fds_[fd].close) --owned_;
     fds_[fd] = FdState{};
     for (std::size_t i = base; i < victims.size(); ++i) abort(victims[i]);
     victims.resize(base);
@@ -648,8 +658,28 @@ void LoopCore::on_internal(InternalFd which) {
   if (which == InternalFd::wake) AtomicCounters::add(stats_.wakeups, 1);
 }
 
+void LoopCore::close_owners() {
+  if (owned_ == 0) return;
+  std::vector<int> owned;
+  owned.reserve(owned_);
+  for (std::size_t fd = 0; fd < fds_.size(); ++fd) {
+    if (fds_[fd].close) owned.push_back(static_cast<int>(fd));
+  }
+  for (int fd : owned) {
+    // An earlier owner's handlers may have closed this one (its state is then forgotten), or
+    // even opened another descriptor with its number, which is closed as well.
+    FdState& fs = fds_[static_cast<std::size_t>(fd)];
+    if (!fs.close) continue;
+    CloseAtShutdown close = std::exchange(fs.close, nullptr);
+    void* owner = std::exchange(fs.owner, nullptr);
+    --owned_;
+    close(owner);
+  }
+}
+
 void LoopCore::abort_all() {
   shutting_down_ = true;
+  owned_ = 0;
   for (auto& fs : fds_) fs = FdState{};
   for (std::uint32_t i = 0; i < op_count_; ++i) {
     Operation& op = op_at(i);
@@ -660,6 +690,9 @@ void LoopCore::abort_all() {
 
 void LoopCore::shutdown() {
   thread_tid_.store(current_tid(), std::memory_order_relaxed);
+  // What their close starts is aborted at once, as the handlers of aborted operations' is.
+  shutting_down_ = true;
+  close_owners();
   abort_all();
   // Run until the kernel has let go of every operation: their buffers die only after that.
   std::size_t last_live = live_ops_, idle_rounds = 0;
@@ -745,6 +778,9 @@ struct LoopThreadScope {
 }  // namespace
 
 EventLoop::~EventLoop() {
+  // Channels still open close while the loop stands, as under a group's shutdown: their
+  // handlers run on a live loop, and a channel waiting on nothing is not left open.
+  if (core_->has_owned_descriptors()) shutdown();
   // From now on channels, promises and timers that outlive the loop find it gone. What is
   // still queued runs (or is aborted) below, on this thread.
   retire();
@@ -886,6 +922,9 @@ void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get()); }
 
 void detail::declare_nonblocking_socket(EventLoop& loop, int fd) {
   loop.core_->declare_nonblocking_socket(fd);
+}
+void detail::close_at_shutdown(EventLoop& loop, int fd, CloseAtShutdown close, void* owner) {
+  loop.core_->close_at_shutdown(fd, close, owner);
 }
 LoopCounters EventLoop::counters() const noexcept { return core_->counters(); }
 std::size_t EventLoop::pending() const noexcept { return core_->pending(); }

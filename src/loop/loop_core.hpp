@@ -55,6 +55,9 @@ class LoopCore {
   void forget(int fd);
   // The descriptor is a non-blocking socket: no fstat, and no fcntl on epoll, to find out.
   void declare_nonblocking_socket(int fd);
+  void close_at_shutdown(int fd, CloseAtShutdown close, void* owner);
+  // Whether shutdown has channels to close although nothing may be pending.
+  bool has_owned_descriptors() const noexcept { return owned_ > 0; }
   std::size_t run_once(std::chrono::nanoseconds timeout);  // negative = no limit
   void run();
   void stop() noexcept;
@@ -118,6 +121,8 @@ class LoopCore {
     bool is_socket = false;
     LastRead last_read = LastRead::unknown;
     std::uint32_t last_read_bytes = 0;
+    CloseAtShutdown close = nullptr;  // the owning channel's (close_at_shutdown)
+    void* owner = nullptr;
   };
   static int lane_slot(Lane lane) noexcept { return static_cast<int>(lane) - 1; }
   struct TimerEntry {
@@ -146,6 +151,8 @@ class LoopCore {
   bool has_immediate_work() const noexcept;
   std::chrono::nanoseconds next_timeout(std::chrono::nanoseconds limit) const noexcept;
   void abort_all();
+  // shutdown(): the owners of descriptors close them, each with its handlers.
+  void close_owners();
   void self_wake() noexcept;
 
   EventLoop::Options options_;
@@ -189,6 +196,7 @@ class LoopCore {
   std::chrono::steady_clock::time_point timer_fd_deadline_{};
   bool embedded_ = false;
   bool shutting_down_ = false;
+  std::size_t owned_ = 0;  // descriptors with an owner to close at shutdown
   bool leak_in_backend_ = false;
   AtomicCounters stats_;
 };

@@ -54,7 +54,7 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
     }
     fd_ = std::move(fd);
     family_ = family;
-    keep_alive_ = shared_from_this();
+    hold_self_until_closed();
     o.apply_to_config(*this);
     notify_active();  // reads (accepts) when AUTO_READ
     promise.try_success();

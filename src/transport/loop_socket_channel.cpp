@@ -76,6 +76,21 @@ void AbstractLoopSocketChannel::close_through_loop() noexcept {
   }
 }
 
+void AbstractLoopSocketChannel::hold_self_until_closed() {
+  keep_alive_ = shared_from_this();
+  detail::close_at_shutdown(
+      event_loop(), fd_.get(),
+      [](void* self) noexcept {
+        auto& ch = *static_cast<AbstractLoopSocketChannel*>(self);
+        try {
+          ch.close_for_transport();
+        } catch (const std::exception& e) {
+          log(LogLevel::error, "channel {}: closing at loop shutdown: {}", ch.id(), e.what());
+        }
+      },
+      this);
+}
+
 void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
   if (closed_without_loop_.exchange(true)) {
     return;
@@ -185,7 +200,7 @@ void LoopSocketChannel::become_active() {
     return;
   }
   active_ = true;
-  keep_alive_ = self();
+  hold_self_until_closed();
   notify_active();
 }
 

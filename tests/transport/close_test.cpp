@@ -1,5 +1,6 @@
 // The close rows of docs/reliability.md end to end, on every backend: a graceful close with 64 MiB
-// queued, a peer reset under pending writes, half-closure with bulk data.
+// queued, a peer reset under pending writes, half-closure with bulk data, a group shut down
+// under channels that wait on no operation.
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/transport_error.hpp>
 
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace niox;
@@ -209,6 +211,65 @@ TEST_P(CloseTest, HalfClosureDeliversAllDataThenTheEventAndWritingStillWorks) {
   EXPECT_TRUE(back == data);
   EXPECT_EQ(st->events.load(), 1);
   EXPECT_TRUE(st->event_after_all);
+}
+
+// Row "group shut down under open channels": a connection that waits on no operation (reading
+// paused, or half-closed and not answered) and a listener that is not accepting are closed by
+// their group's shutdown like the others: handlers see channel_inactive, peers see the end of
+// stream, and no descriptor stays open.
+TEST_P(CloseTest, GroupShutdownClosesChannelsThatWaitOnNoOperation) {
+  struct State {
+    std::atomic<int> paused{0}, half_closed{0}, inactive{0};
+  };
+  auto st = std::make_shared<State>();
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_read = [st](ChannelHandlerContext& ctx, Message) {
+    ctx.channel().config().set_auto_read(false);  // and never reads again
+    ++st->paused;
+  };
+  h->on_event = [st](ChannelHandlerContext&, std::any e) {
+    if (std::any_cast<ChannelInputShutdownEvent>(&e) != nullptr) ++st->half_closed;
+  };
+  h->on_inactive = [st](ChannelHandlerContext& ctx) {
+    ++st->inactive;
+    ctx.fire_channel_inactive();
+  };
+  SocketAddress addr;
+  std::optional<PeerSocket> pausing, half_closing;
+  std::optional<SocketAddress> idle_listener;
+  {
+    TestServer server(options(), 1);
+    server.bootstrap()
+        .child_option(channel_option::allow_half_closure, true)
+        .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+    addr = server.start(InetSocketAddress::loopback_v4(0));
+    pausing.emplace(addr);
+    pausing->send_all("pause");
+    half_closing.emplace(addr);
+    ASSERT_EQ(::shutdown(half_closing->fd(), SHUT_WR), 0);
+
+    // A second listener on the worker group, reading (accepting) off and never closed.
+    ServerBootstrap quiet;
+    quiet.group(server.workers())
+        .option(channel_option::auto_read, false)
+        .child_handler(init([](Channel&) {}));
+    auto bound = quiet.bind(InetSocketAddress::loopback_v4(0));
+    ASSERT_FALSE(await_for(bound));
+    idle_listener = bound.channel()->local_address();
+
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((st->paused < 1 || st->half_closed < 1) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(st->paused.load(), 1);
+    ASSERT_EQ(st->half_closed.load(), 1);
+    server.workers().shutdown_gracefully();  // with both connections and the listener open
+    EXPECT_EQ(st->inactive.load(), 2);
+  }
+  EXPECT_TRUE(pausing->recv_to_eof().empty());
+  EXPECT_TRUE(half_closing->recv_to_eof().empty());
+  pausing.reset();
+  half_closing.reset();
+  EXPECT_THROW(PeerSocket{*idle_listener}, std::system_error);  // refused: the listener is closed
 }
 
 NIOX_INSTANTIATE_BACKENDS(CloseTest);

@@ -118,6 +118,12 @@ class LoopCore;
 // SOCK_NONBLOCK), so that `loop` neither fstat()s it nor, on epoll, fcntl()s it on its first
 // operation. On the loop thread, before that operation; forgotten with the descriptor.
 void declare_nonblocking_socket(EventLoop& loop, int fd);
+// Not API: the transport's word that `owner` (a channel) owns `fd` on `loop`. shutdown() calls
+// close(owner) for every such descriptor before it aborts what is pending, so that a channel
+// waiting on no operation (reading paused, half-closed) is closed like one whose pending read
+// the abort ends. On the loop thread; forgotten with the descriptor (close, release).
+using CloseAtShutdown = void (*)(void* owner) noexcept;
+void close_at_shutdown(EventLoop& loop, int fd, CloseAtShutdown close, void* owner);
 
 // What an operation hands its handler. Lives in the pooled operation object.
 struct Completion {
@@ -256,8 +262,8 @@ class EventLoop final : public Executor {
   std::size_t run_once(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Thread-safe. run() returns after finishing the current turn's queued tasks.
   void stop();
-  // Aborts every pending operation and timer and runs their handlers (operation_aborted), runs
-  // the queued tasks, and returns once the kernel holds nothing of this loop. Operations
+  // Closes the transport channels on this loop, aborts every pending operation and timer and runs
+  // their handlers (operation_aborted), runs the queued tasks, and returns once the kernel holds nothing of this loop. Operations
   // started afterwards complete with operation_aborted. On the loop thread, outside run().
   void shutdown();
   // Whether the calling thread is the one the loop runs on (bound by run()/run_once()).
@@ -546,6 +552,8 @@ class EventLoop final : public Executor {
 
  private:
   friend void detail::declare_nonblocking_socket(EventLoop& loop, int fd);
+  friend void detail::close_at_shutdown(EventLoop& loop, int fd, detail::CloseAtShutdown close,
+                                        void* owner);
   template <class H>
   OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
                                WriteFlags flags = WriteFlags::none) {

@@ -57,8 +57,8 @@
 // Lifetime: a channel is owned by std::shared_ptr. From the moment it is active until it is
 // closed it keeps itself alive (the loop's operations hold it), so a server never has to store
 // its connections; after close it lives as long as someone holds it. Closing the channel's
-// loop aborts its operations, which closes it (a channel with nothing in the kernel, AUTO_READ
-// off and no writes, is closed only when its owner closes it).
+// loop (EventLoop::shutdown, a group's shutdown_gracefully) closes it: channel_inactive fires on
+// the loop thread, whether or not an operation was pending (reading paused, half-closed).
 #pragma once
 
 #include <niox/base/file_descriptor.hpp>
@@ -119,6 +119,9 @@ class AbstractLoopSocketChannel : public Channel {
   // do_close(): the descriptor goes to the loop's close(fd), the self-reference a turn later.
   void close_through_loop() noexcept;
   void do_close_without_loop() noexcept override;
+  // Going active on the loop thread: the channel holds itself until it closes, and its loop's
+  // shutdown closes it if nothing else has.
+  void hold_self_until_closed();
   bool closed_without_loop() const noexcept { return closed_without_loop_.load(); }
 
   FileDescriptor fd_;  // closed through the loop (on its thread) or, without it, directly
