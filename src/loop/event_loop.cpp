@@ -710,6 +710,7 @@ void LoopCore::shutdown() {
     run_tasks();
     start_queued();
     backend_->flush();
+    if (live_ops_ == 0 && !has_immediate_work()) break;  // the tasks were the last of it
     backend_->wait(has_immediate_work() ? std::chrono::nanoseconds(0)
                                         : std::chrono::milliseconds(100));
     run_completions();  // what their handlers start is aborted at once (shutting_down_)
