@@ -886,7 +886,7 @@ std::uint64_t pool_outstanding(EventLoop& loop) {
   return wait_for(f);
 }
 
-// A 1 MiB file shrinks to 300 KiB after the first 256 KiB piece of its FileRegion was read,
+// A 1 MiB file shrinks to 300 KiB after the first piece (96 KiB) of its FileRegion was read,
 // before the next piece is: the peer already has part of the region, so the stream cannot go
 // on. As on the plain transport the region's write fails with file_region_truncated, what was
 // written behind it fails too, and the connection closes, whether or not the application
