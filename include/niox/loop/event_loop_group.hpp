@@ -3,7 +3,8 @@
 // Each loop is built, run and destroyed on its own thread (an io_uring loop's ring belongs to
 // the thread that drives it). next() hands out loops round-robin; a connection stays on the
 // loop it was given for life. Shutdown is graceful: each loop finishes the tasks already
-// queued, aborts its pending operations and timers (their handlers run once with
+// queued, closes the transport channels on it (channel_inactive fires, whether or not they
+// waited on anything), aborts its pending operations and timers (their handlers run once with
 // operation_aborted, on that loop's thread), waits for the kernel to release their buffers,
 // and only then is destroyed.
 #pragma once

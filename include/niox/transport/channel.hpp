@@ -26,9 +26,8 @@
 //    lookups) are for the loop thread.
 //  - The channel may outlive its loop. Once its EventLoopGroup is shut down or destroyed, every
 //    outbound operation completes with Errc::channel_closed on the calling thread; nothing
-//    touches the dead loop. Closing the loop closes the channels that had an operation in it;
-//    one with nothing in the kernel (AUTO_READ off, no write) lets go of its descriptor when
-//    its owner calls close().
+//    touches the dead loop. Closing the loop first closes every socket channel on it (on the loop
+//    thread, channel_inactive fires), whether or not it waited on an operation.
 //  - After close(): every queued write has failed once with channel_closed, channel_inactive
 //    follows on the loop, and further writes fail at once with channel_closed.
 //  - A handler that throws from an inbound method has the exception delivered to its own
