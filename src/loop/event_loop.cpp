@@ -450,13 +450,12 @@ void LoopCore::declare_nonblocking_socket(int fd) {
   backend_->declare_nonblocking(fd);
 }
 
-void LoopCore::close_at_shutdown(int fd, CloseAtShutdown close, void* owner) {
+void LoopCore::close_at_shutdown(int fd, ClosedAtShutdown& owner) {
   if (fd < 0) return;
   if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
   FdState& fs = fds_[fd];
-  if (!fs.close) ++owned_;
-  fs.close = close;
-  fs.owner = owner;
+  if (fs.owner == nullptr) ++owned_;
+  fs.owner = &owner;
 }
 
 void LoopCore::forget(int fd) {
@@ -468,7 +467,7 @@ void LoopCore::forget(int fd) {
     std::size_t base = victims.size();
     for (Operation* op = fds_[fd].all; op; op = op->fd_next) victims.push_back(op);
     for (std::size_t i = base; i < victims.size(); ++i) victims[i]->home_fd = -1;
-    if (fds_[fd].close) --owned_;
+    if (fds_[fd].owner != nullptr) --owned_;
     fds_[fd] = FdState{};
     for (std::size_t i = base; i < victims.size(); ++i) abort(victims[i]);
     victims.resize(base);
@@ -663,17 +662,15 @@ void LoopCore::close_owners() {
   std::vector<int> owned;
   owned.reserve(owned_);
   for (std::size_t fd = 0; fd < fds_.size(); ++fd) {
-    if (fds_[fd].close) owned.push_back(static_cast<int>(fd));
+    if (fds_[fd].owner != nullptr) owned.push_back(static_cast<int>(fd));
   }
   for (int fd : owned) {
     // An earlier owner's handlers may have closed this one (its state is then forgotten), or
     // even opened another descriptor with its number, which is closed as well.
-    FdState& fs = fds_[static_cast<std::size_t>(fd)];
-    if (!fs.close) continue;
-    CloseAtShutdown close = std::exchange(fs.close, nullptr);
-    void* owner = std::exchange(fs.owner, nullptr);
+    ClosedAtShutdown* owner = std::exchange(fds_[static_cast<std::size_t>(fd)].owner, nullptr);
+    if (owner == nullptr) continue;
     --owned_;
-    close(owner);
+    owner->close_at_loop_shutdown();
   }
 }
 
@@ -924,8 +921,8 @@ void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get()); }
 void detail::declare_nonblocking_socket(EventLoop& loop, int fd) {
   loop.core_->declare_nonblocking_socket(fd);
 }
-void detail::close_at_shutdown(EventLoop& loop, int fd, CloseAtShutdown close, void* owner) {
-  loop.core_->close_at_shutdown(fd, close, owner);
+void detail::close_at_shutdown(EventLoop& loop, int fd, ClosedAtShutdown& owner) {
+  loop.core_->close_at_shutdown(fd, owner);
 }
 LoopCounters EventLoop::counters() const noexcept { return core_->counters(); }
 std::size_t EventLoop::pending() const noexcept { return core_->pending(); }

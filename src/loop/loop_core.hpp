@@ -55,7 +55,7 @@ class LoopCore {
   void forget(int fd);
   // The descriptor is a non-blocking socket: no fstat, and no fcntl on epoll, to find out.
   void declare_nonblocking_socket(int fd);
-  void close_at_shutdown(int fd, CloseAtShutdown close, void* owner);
+  void close_at_shutdown(int fd, ClosedAtShutdown& owner);
   // Whether shutdown has channels to close although nothing may be pending.
   bool has_owned_descriptors() const noexcept { return owned_ > 0; }
   std::size_t run_once(std::chrono::nanoseconds timeout);  // negative = no limit
@@ -121,8 +121,7 @@ class LoopCore {
     bool is_socket = false;
     LastRead last_read = LastRead::unknown;
     std::uint32_t last_read_bytes = 0;
-    CloseAtShutdown close = nullptr;  // the owning channel's (close_at_shutdown)
-    void* owner = nullptr;
+    ClosedAtShutdown* owner = nullptr;  // close_at_shutdown
   };
   static int lane_slot(Lane lane) noexcept { return static_cast<int>(lane) - 1; }
   struct TimerEntry {

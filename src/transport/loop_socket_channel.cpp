@@ -78,17 +78,15 @@ void AbstractLoopSocketChannel::close_through_loop() noexcept {
 
 void AbstractLoopSocketChannel::hold_self_until_closed() {
   keep_alive_ = shared_from_this();
-  detail::close_at_shutdown(
-      event_loop(), fd_.get(),
-      [](void* self) noexcept {
-        auto& ch = *static_cast<AbstractLoopSocketChannel*>(self);
-        try {
-          ch.close_for_transport();
-        } catch (const std::exception& e) {
-          log(LogLevel::error, "channel {}: closing at loop shutdown: {}", ch.id(), e.what());
-        }
-      },
-      this);
+  detail::close_at_shutdown(event_loop(), fd_.get(), *this);
+}
+
+void AbstractLoopSocketChannel::close_at_loop_shutdown() noexcept {
+  try {
+    close_for_transport();
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "channel {}: closing at loop shutdown: {}", id(), e.what());
+  }
 }
 
 void AbstractLoopSocketChannel::do_close_without_loop() noexcept {

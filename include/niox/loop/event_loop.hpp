@@ -118,12 +118,21 @@ class LoopCore;
 // SOCK_NONBLOCK), so that `loop` neither fstat()s it nor, on epoll, fcntl()s it on its first
 // operation. On the loop thread, before that operation; forgotten with the descriptor.
 void declare_nonblocking_socket(EventLoop& loop, int fd);
-// Not API: the transport's word that `owner` (a channel) owns `fd` on `loop`. shutdown() calls
-// close(owner) for every such descriptor before it aborts what is pending, so that a channel
-// waiting on no operation (reading paused, half-closed) is closed like one whose pending read
-// the abort ends. On the loop thread; forgotten with the descriptor (close, release).
-using CloseAtShutdown = void (*)(void* owner) noexcept;
-void close_at_shutdown(EventLoop& loop, int fd, CloseAtShutdown close, void* owner);
+// Not API: what owns a descriptor on a loop and is closed by the loop's shutdown (the
+// transport's socket channels).
+class ClosedAtShutdown {
+ public:
+  // On the loop thread, from shutdown(), before it aborts what is pending: so that a channel
+  // waiting on no operation (reading paused, half-closed) is closed like one whose pending read
+  // the abort ends.
+  virtual void close_at_loop_shutdown() noexcept = 0;
+
+ protected:
+  ~ClosedAtShutdown() = default;
+};
+// Not API: `owner` owns `fd` on `loop` until the descriptor is closed or released through the
+// loop, which forgets the owner. On the loop thread.
+void close_at_shutdown(EventLoop& loop, int fd, ClosedAtShutdown& owner);
 
 // What an operation hands its handler. Lives in the pooled operation object.
 struct Completion {
@@ -552,8 +561,7 @@ class EventLoop final : public Executor {
 
  private:
   friend void detail::declare_nonblocking_socket(EventLoop& loop, int fd);
-  friend void detail::close_at_shutdown(EventLoop& loop, int fd, detail::CloseAtShutdown close,
-                                        void* owner);
+  friend void detail::close_at_shutdown(EventLoop& loop, int fd, detail::ClosedAtShutdown& owner);
   template <class H>
   OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
                                WriteFlags flags = WriteFlags::none) {

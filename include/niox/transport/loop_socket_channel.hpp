@@ -102,7 +102,7 @@ struct KernelTlsReceive {
 // What both socket channels share: their loop and their descriptor, which the channel owns from
 // open/adopt/bind until close() gives it to the loop's close(fd) (or, once the loop is gone,
 // closes it itself), and the self-reference an active channel holds.
-class AbstractLoopSocketChannel : public Channel {
+class AbstractLoopSocketChannel : public Channel, private detail::ClosedAtShutdown {
  public:
   // The channel's executor, set once at construction: no pointer of its own beside it.
   EventLoop& event_loop() const noexcept { return static_cast<EventLoop&>(executor()); }
@@ -122,6 +122,7 @@ class AbstractLoopSocketChannel : public Channel {
   // Going active on the loop thread: the channel holds itself until it closes, and its loop's
   // shutdown closes it if nothing else has.
   void hold_self_until_closed();
+  void close_at_loop_shutdown() noexcept override;
   bool closed_without_loop() const noexcept { return closed_without_loop_.load(); }
 
   FileDescriptor fd_;  // closed through the loop (on its thread) or, without it, directly
