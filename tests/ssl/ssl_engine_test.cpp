@@ -113,6 +113,46 @@ TEST_F(SslEngineTest, CertificatesAndKeysLoadFromFiles) {
   EXPECT_TRUE(o.ok()) << o.client.message() << " / " << o.server.message();
 }
 
+namespace {
+// The bytes of a server's first flight (ServerHello to Finished) in a handshake with `client`.
+std::size_t server_flight_bytes(const SslContext& client, const SslContext& server) {
+  EnginePair p{client.new_engine("localhost", 443), server.new_engine(), {}, {}, {}, {}};
+  EXPECT_FALSE(test::flush(p.client, p.to_server));
+  EXPECT_FALSE(p.to_server.deliver(p.server, p.server_received));
+  EXPECT_FALSE(test::flush(p.server, p.to_client));
+  return p.to_client.out().position();
+}
+}  // namespace
+
+// A certificate given without its chain is completed from the server's trust store once, when
+// its context is built, not at every handshake (which looked the issuer up in the store each
+// time: with the system store, a read of its directory). So a CA that reaches the trust
+// directory after the build is not sent; one that was there at the build is.
+TEST_F(SslEngineTest, AServerChainIsCompletedFromTheTrustStoreOnceWhenTheContextIsBuilt) {
+  test::TempDir trust;
+  auto server_with_trust_directory = [&] {
+    return server_builder().trust_manager_directory(trust.path()).build();
+  };
+  const auto client = client_builder().build();
+  const auto built_before_the_ca = server_with_trust_directory();
+  const std::size_t leaf_only = server_flight_bytes(client, built_before_the_ca);
+
+  // The CA under its subject hash, as a trust directory holds certificates.
+  const std::string ca_pem = ca.certificate_pem();
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(ca_pem.data(), -1), &BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> ca_cert(
+      PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), &X509_free);
+  ASSERT_TRUE(ca_cert);
+  std::ofstream(trust / fmt::format("{:08x}.0", X509_subject_name_hash(ca_cert.get()))) << ca_pem;
+  const int ca_der_bytes = i2d_X509(ca_cert.get(), nullptr);
+  ASSERT_GT(ca_der_bytes, 200);
+
+  const std::size_t with_ca = server_flight_bytes(client, server_with_trust_directory());
+  EXPECT_GE(with_ca, leaf_only + static_cast<std::size_t>(ca_der_bytes)) << "the CA was not sent";
+  EXPECT_LT(server_flight_bytes(client, built_before_the_ca), leaf_only + 100)
+      << "the chain was completed again at the handshake";
+}
+
 TEST_F(SslEngineTest, UnloadablePemIsAConfigurationError) {
   auto builder = SslContextBuilder::for_server(Pem::memory("not a certificate"),
                                                Pem::memory(leaf.private_key));

@@ -77,7 +77,9 @@ class SslContextBuilder {
   SslContextBuilder& trust_manager(Pem ca_certificates);
   // Trust the CA certificates of a hashed folder (c_rehash / openssl rehash layout).
   SslContextBuilder& trust_manager_directory(std::filesystem::path ca_directory);
-  // The certificate this side presents: a client's certificate, or the server's (again).
+  // The certificate this side presents: a client's certificate, or the server's (again). A
+  // certificate without its chain in `cert_chain` is completed from the trust store once, by
+  // build(); what the store gains later is not sent.
   SslContextBuilder& key_manager(Pem cert_chain, Pem private_key);
   SslContextBuilder& client_auth(ClientAuth mode);
   // ALPN: the protocols offered (client) or accepted (server), in order of preference.
