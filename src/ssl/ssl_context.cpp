@@ -234,6 +234,7 @@ SslContext::Impl::~Impl() {
     SSL_SESSION_free(session);
   }
   SSL_CTX_free(ctx_);
+  SSL_CTX_free(quiet_);
 }
 
 void SslContext::Impl::store_session(const std::string& key, SSL_SESSION* session) {
@@ -356,103 +357,137 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
     return {};
   }
   auto impl = std::make_shared<SslContext::Impl>(raw, !s.server);
-  SSL_CTX* ctx = impl->ctx();
-
-  SSL_CTX_set_min_proto_version(ctx, s.allow_tls1_2 ? TLS1_2_VERSION : TLS1_3_VERSION);
-  SSL_CTX_set_max_proto_version(ctx, s.allow_tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
-  // Renegotiation is how old attacks (and CPU exhaustion) get in; TLS 1.3 dropped it.
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
-  // An idle connection holds no record buffers (the design's memory-per-connection figure).
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-  if (!apply_ciphers(ctx, s.ciphers) || !apply_groups(ctx, s.groups)) {
-    ec = config_error();
-    return {};
+  for (const std::string& p : s.alpn) {
+    if (p.empty() || p.size() > 255) {
+      ec = make_error_code(SslErrc::bad_configuration);
+      return {};
+    }
+    impl->alpn_wire_.push_back(static_cast<unsigned char>(p.size()));
+    impl->alpn_wire_.insert(impl->alpn_wire_.end(), p.begin(), p.end());
   }
-  // The TLS 1.3 traffic secrets reach the engine here (nothing is written anywhere): its
-  // record sealer encrypts our application data with them, and a kTLS hand-over
-  // (SslEngine::export_traffic_keys) gives them to the kernel where the context allows it.
-  SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
+  impl->alpn_ = s.alpn;
+  impl->sni_ = s.sni;
   impl->exports_traffic_keys_ = s.export_traffic_keys.value_or(kernel_tls_available());
 
-  if (s.cert_chain && s.private_key) {
-    if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||
-        SSL_CTX_check_private_key(ctx) != 1) {
+  // Everything an SSL_CTX of this context is set up with; false with `ec` set on a failure.
+  auto configure = [&s, &ec](SSL_CTX* ctx, SslContext::Impl& impl, bool with_keys) {
+    SSL_CTX_set_min_proto_version(ctx, s.allow_tls1_2 ? TLS1_2_VERSION : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, s.allow_tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    // Renegotiation is how old attacks (and CPU exhaustion) get in; TLS 1.3 dropped it.
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    // An idle connection holds no record buffers (the design's memory-per-connection figure).
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    if (!apply_ciphers(ctx, s.ciphers) || !apply_groups(ctx, s.groups)) {
       ec = config_error();
-      return {};
+      return false;
     }
-  }
-  if (s.trust) {
-    if (!load_trust(ctx, *s.trust)) {
-      ec = config_error();
-      return {};
+    if (with_keys) {
+      // The TLS 1.3 traffic secrets reach the engine here (nothing is written anywhere): its
+      // record sealer encrypts our application data with them, and a kTLS hand-over
+      // (SslEngine::export_traffic_keys) gives them to the kernel where the context allows it.
+      SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
     }
-  }
-  if (!s.trust_directory.empty() && SSL_CTX_load_verify_dir(ctx, s.trust_directory.c_str()) != 1) {
-    ec = config_error();
-    return {};
-  }
-  if (!s.trust && s.trust_directory.empty() && SSL_CTX_set_default_verify_paths(ctx) != 1) {
-    ec = config_error();
-    return {};
-  }
-  if (s.cert_chain && s.private_key) {
-    complete_certificate_chain(ctx);
-  }
 
-  if (!s.alpn.empty()) {
-    for (const std::string& p : s.alpn) {
-      if (p.empty() || p.size() > 255) {
-        ec = make_error_code(SslErrc::bad_configuration);
-        return {};
+    if (s.cert_chain && s.private_key) {
+      if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||
+          SSL_CTX_check_private_key(ctx) != 1) {
+        ec = config_error();
+        return false;
       }
-      impl->alpn_wire_.push_back(static_cast<unsigned char>(p.size()));
-      impl->alpn_wire_.insert(impl->alpn_wire_.end(), p.begin(), p.end());
     }
-    impl->alpn_ = s.alpn;
-  }
-
-  const auto timeout = s.session_timeout.count();
-  if (s.server) {
-    int verify = SSL_VERIFY_NONE;
-    if (s.client_auth == ClientAuth::optional) {
-      verify = SSL_VERIFY_PEER;
-    } else if (s.client_auth == ClientAuth::require) {
-      verify = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-    }
-    SSL_CTX_set_verify(ctx, verify, nullptr);
-    static constexpr unsigned char session_id_context[] = "niox";
-    SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context - 1);
-    if (timeout > 0) {
-      SSL_CTX_set_timeout(ctx, static_cast<long>(timeout));
+    if (!with_keys) {
+      // The twin trusts what the first one loaded: one store, not a second copy of it.
+      SSL_CTX_set1_cert_store(ctx, SSL_CTX_get_cert_store(impl.ctx()));
     } else {
-      SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-      SSL_CTX_set_num_tickets(ctx, 0);
-      SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+      if (s.trust) {
+        if (!load_trust(ctx, *s.trust)) {
+          ec = config_error();
+          return false;
+        }
+      }
+      if (!s.trust_directory.empty() &&
+          SSL_CTX_load_verify_dir(ctx, s.trust_directory.c_str()) != 1) {
+        ec = config_error();
+        return false;
+      }
+      if (!s.trust && s.trust_directory.empty() && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        ec = config_error();
+        return false;
+      }
     }
-    if (!impl->alpn_wire_.empty()) {
-      SSL_CTX_set_alpn_select_cb(ctx, select_alpn, impl.get());
+    if (s.cert_chain && s.private_key) {
+      complete_certificate_chain(ctx);
     }
-    impl->sni_ = s.sni;
-    if (!impl->sni_.empty()) {
-      SSL_CTX_set_tlsext_servername_callback(ctx, select_server_name);
-      SSL_CTX_set_tlsext_servername_arg(ctx, impl.get());
+
+    const auto timeout = s.session_timeout.count();
+    if (s.server) {
+      int verify = SSL_VERIFY_NONE;
+      if (s.client_auth == ClientAuth::optional) {
+        verify = SSL_VERIFY_PEER;
+      } else if (s.client_auth == ClientAuth::require) {
+        verify = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+      }
+      SSL_CTX_set_verify(ctx, verify, nullptr);
+      static constexpr unsigned char session_id_context[] = "niox";
+      SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context - 1);
+      if (timeout > 0) {
+        SSL_CTX_set_timeout(ctx, static_cast<long>(timeout));
+      } else {
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(ctx, 0);
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+      }
+      if (!impl.alpn_wire_.empty()) {
+        SSL_CTX_set_alpn_select_cb(ctx, select_alpn, &impl);
+      }
+      if (!impl.sni_.empty()) {
+        SSL_CTX_set_tlsext_servername_callback(ctx, select_server_name);
+        SSL_CTX_set_tlsext_servername_arg(ctx, &impl);
+      }
+    } else {
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+      if (!impl.alpn_wire_.empty() &&
+          SSL_CTX_set_alpn_protos(ctx, impl.alpn_wire_.data(),
+                                  static_cast<unsigned int>(impl.alpn_wire_.size())) != 0) {
+        ec = config_error();
+        return false;
+      }
+      if (timeout > 0) {
+        SSL_CTX_set_timeout(ctx, static_cast<long>(timeout));
+        // Sessions live in our per-peer map, not OpenSSL's id-keyed client store.
+        SSL_CTX_set_session_cache_mode(ctx,
+                                       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(ctx, remember_session);
+      } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+      }
     }
-  } else {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-    if (!impl->alpn_wire_.empty() &&
-        SSL_CTX_set_alpn_protos(ctx, impl->alpn_wire_.data(),
-                                static_cast<unsigned int>(impl->alpn_wire_.size())) != 0) {
+    return true;
+  };
+
+  if (!configure(impl->ctx(), *impl, true)) {
+    return {};
+  }
+  // The twin without the key-log callback (see SslContext::Impl), where keys are optional.
+  if (!impl->exports_traffic_keys_) {
+    SSL_CTX* quiet = SSL_CTX_new(s.server ? TLS_server_method() : TLS_client_method());
+    if (quiet == nullptr) {
       ec = config_error();
       return {};
     }
-    if (timeout > 0) {
-      SSL_CTX_set_timeout(ctx, static_cast<long>(timeout));
-      // Sessions live in our per-peer map, not OpenSSL's id-keyed client store.
-      SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-      SSL_CTX_sess_set_new_cb(ctx, remember_session);
-    } else {
-      SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    impl->set_quiet(quiet);
+    if (!configure(quiet, *impl, false)) {
+      return {};
     }
+    // One set of ticket keys: a session either gave out resumes on either.
+    unsigned char keys[80];
+    if (s.server && (SSL_CTX_get_tlsext_ticket_keys(impl->ctx(), keys, sizeof keys) != 1 ||
+                     SSL_CTX_set_tlsext_ticket_keys(quiet, keys, sizeof keys) != 1)) {
+      OPENSSL_cleanse(keys, sizeof keys);
+      ec = config_error();
+      return {};
+    }
+    OPENSSL_cleanse(keys, sizeof keys);
   }
   return SslContext(std::move(impl));
 }

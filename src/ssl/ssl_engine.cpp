@@ -96,7 +96,7 @@ BIO_METHOD* SslEngine::Impl::direct_method() noexcept {
 SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_view peer_host,
                       std::uint16_t peer_port)
     : client_(context->is_client()), context_(std::move(context)) {
-  ssl_ = SSL_new(context_->ctx());
+  ssl_ = SSL_new(context_->ctx_for_new_engine());
   network_in_ = BIO_new(BIO_s_mem());
   network_out_ = direct_method() != nullptr ? BIO_new(direct_method()) : nullptr;
   pending_out_ = BIO_new(BIO_s_mem());
@@ -152,6 +152,7 @@ SslEngine::Impl::Impl(std::shared_ptr<SslContext::Impl> context, std::string_vie
 }
 
 SslEngine::Impl::~Impl() {
+  context_->engine_ended(sealer_ != nullptr || keys_wanted_);
   SSL_free(ssl_);
   BIO_free(pending_out_);
 }
@@ -188,7 +189,7 @@ long SslEngine::Impl::direct_ctrl(BIO* bio, int cmd, long, void*) {
 }
 
 void SslEngine::Impl::switch_context(SSL* ssl, const SslContext& context) {
-  SSL_set_SSL_CTX(ssl, context.impl_->ctx());
+  SSL_set_SSL_CTX(ssl, context.impl_->like(SSL_get_SSL_CTX(ssl)));
 }
 
 bool SslEngine::Impl::remember_session(SSL* ssl, SSL_SESSION* session) {
@@ -669,11 +670,18 @@ void SslEngine::Impl::start_sealing() {
   }
   const std::optional<TrafficCipher> cipher = traffic_cipher();
   const SSL_SESSION* session = SSL_get0_session(ssl_);
-  if (SSL_version(ssl_) != TLS1_3_VERSION || !cipher || !outbound_.known || outbound_.key_updated ||
+  if (SSL_version(ssl_) != TLS1_3_VERSION || !cipher || outbound_.key_updated ||
       session == nullptr ||
       SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED) {
     // TLS 1.2, TLS_AES_128_CCM_SHA256, a secret we no longer know, or a peer that asked for
     // records under 16 KiB (RFC 6066's max_fragment_length): OpenSSL's records.
+    sealing_refused_ = true;
+    return;
+  }
+  if (!outbound_.known) {
+    // Started without the key-log callback (see SslContext::Impl): this connection writes
+    // through SSL_write, and tells the context it would have sealed.
+    keys_wanted_ = true;
     sealing_refused_ = true;
     return;
   }

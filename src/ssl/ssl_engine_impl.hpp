@@ -118,6 +118,7 @@ class SslEngine::Impl {
   std::unique_ptr<detail::RecordSealer> sealer_;
   std::uint64_t wrapped_ = 0;     // application bytes SSL_write took (see seal_after)
   bool sealing_refused_ = false;  // for good: TLS 1.2, another cipher, keys not seen
+  bool keys_wanted_ = false;      // sealing was refused only for want of the keys
   bool seal_failed_ = false;      // the cipher failed inside OpenSSL's callback
   Traffic outbound_;
   Traffic inbound_;

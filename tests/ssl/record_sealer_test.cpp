@@ -266,5 +266,115 @@ TEST_F(RecordSealerTest, Tls12KeepsOpenSslsRecords) {
   EXPECT_EQ(got, text);
 }
 
+// The key-log callback costs every handshake its secrets formatted as text, and only a
+// connection that seals uses them (see SslContext::Impl). Connections that end without sealing
+// (one small answer each, as with a handshake per request) make the next ones start without
+// it: such a connection writes even 1 MiB, through SSL_write. Connections that would have
+// sealed turn it back on within a few.
+TEST_F(RecordSealerTest, AContextAsksForKeysOnlyWhileItsConnectionsUseThem) {
+  // Whether the server's engine started with the key-log callback, and whether it sealed.
+  struct Seen {
+    bool keys = false;
+    bool sealed = false;
+  };
+  auto exchange = [&](std::size_t bytes) {
+    EnginePair p = pair(client, server);
+    EXPECT_TRUE(p.handshake().ok());
+    Seen seen;
+    seen.keys = SSL_CTX_get_keylog_callback(
+                    SSL_get_SSL_CTX(detail::SslEngineAccess::ssl(p.server))) != nullptr;
+    const std::string data = pattern(bytes, 3);
+    std::array<ByteBuffer, 1> src = {ByteBuffer::wrap(std::string_view(data))};
+    std::string got;
+    send(p.server, src, p.to_client, p.client, got);
+    EXPECT_EQ(got.size(), data.size());
+    EXPECT_TRUE(got == data);
+    seen.sealed = detail::SslEngineAccess::sealing(p.server);
+    return seen;
+  };
+  Seen first = exchange(1 << 20);
+  EXPECT_TRUE(first.keys && first.sealed) << "a new context starts with keys";
+  for (int i = 0; i < 64; ++i) exchange(100);
+  Seen quiet = exchange(1 << 20);
+  EXPECT_FALSE(quiet.keys) << "short connections did not turn the keys off";
+  EXPECT_FALSE(quiet.sealed);
+  int without_keys = 1;
+  while (!exchange(1 << 20).keys && without_keys < 16) ++without_keys;
+  EXPECT_LE(without_keys, 3) << "connections that would have sealed did not turn keys back on";
+}
+
+// The context's two SSL_CTXs share their ticket keys: a session the server gave out while it
+// asked for keys resumes on an engine that does not, and the other way round. (Each pair stays
+// open: OpenSSL drops the session of a connection freed without a close.)
+TEST_F(RecordSealerTest, ASessionResumesWhetherTheServerAskedForKeysOrNot) {
+  const SslContext others = client_context();  // moves the server's choice, not `client`'s session
+  auto server_keys = [](EnginePair& p) {
+    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(detail::SslEngineAccess::ssl(p.server))) !=
+           nullptr;
+  };
+  EnginePair keyed = pair(client, server);
+  ASSERT_TRUE(keyed.handshake().ok());
+  EXPECT_TRUE(server_keys(keyed));
+  for (int i = 0; i < 64; ++i) {
+    EnginePair p = pair(others, server);
+    ASSERT_TRUE(p.handshake().ok());
+  }
+  EnginePair quiet = pair(client, server);
+  ASSERT_TRUE(quiet.handshake().ok());
+  EXPECT_FALSE(server_keys(quiet));
+  EXPECT_TRUE(quiet.server.is_session_reused()) << "a session from the keyed SSL_CTX";
+  EXPECT_TRUE(quiet.client.is_session_reused());
+  for (int i = 0; i < 4; ++i) {
+    EnginePair p = pair(others, server);
+    ASSERT_TRUE(p.handshake().ok());
+    const std::string data = pattern(1 << 17, 5);
+    std::array<ByteBuffer, 1> src = {ByteBuffer::wrap(std::string_view(data))};
+    std::string got;
+    send(p.server, src, p.to_client, p.client, got);  // would have sealed: keys come back
+  }
+  EnginePair keyed_again = pair(client, server);
+  ASSERT_TRUE(keyed_again.handshake().ok());
+  EXPECT_TRUE(server_keys(keyed_again));
+  EXPECT_TRUE(keyed_again.server.is_session_reused()) << "a session from the quiet SSL_CTX";
+}
+// SNI moves a connection to another context's SSL_CTX of the same kind: one that started
+// without the key-log callback stays without it, with the other context's certificate.
+TEST_F(RecordSealerTest, SniKeepsAConnectionWithoutKeysWithoutThem) {
+  test::CertificateSpec other_spec;
+  other_spec.common_name = "other.test";
+  other_spec.dns_names = {"other.test"};
+  other_spec.ip_addresses = {};
+  const test::PemPair other_leaf = ca.issue(other_spec);
+  const SslContext other = SslContextBuilder::for_server(Pem::memory(other_leaf.certificate),
+                                                         Pem::memory(other_leaf.private_key))
+                               .export_traffic_keys(false)
+                               .build();
+  const SslContext named =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .export_traffic_keys(false)
+          .sni("other.test", other)
+          .build();
+  auto keys = [](EnginePair& p) {
+    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(detail::SslEngineAccess::ssl(p.server))) !=
+           nullptr;
+  };
+  auto to_other = [&] {
+    return EnginePair{client.new_engine("other.test", 443), named.new_engine(), {}, {}, {}, {}};
+  };
+  EnginePair keyed = to_other();
+  ASSERT_TRUE(keyed.handshake().ok());
+  EXPECT_TRUE(keys(keyed));
+  for (int i = 0; i < 64; ++i) {
+    EnginePair p = pair(client, named);
+    ASSERT_TRUE(p.handshake().ok());
+  }
+  EnginePair quiet = to_other();
+  auto o = quiet.handshake();
+  ASSERT_TRUE(o.ok()) << o.client.message() << " / " << o.server.message();
+  EXPECT_NE(quiet.client.peer_subject().find("CN=other.test"), std::string::npos);
+  EXPECT_EQ(quiet.server.server_name(), "other.test");
+  EXPECT_FALSE(keys(quiet));
+}
+
 }  // namespace
 }  // namespace niox
