@@ -271,9 +271,10 @@ class EventLoop final : public Executor {
   std::size_t run_once(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Thread-safe. run() returns after finishing the current turn's queued tasks.
   void stop();
-  // Closes the transport channels on this loop, aborts every pending operation and timer and runs
-  // their handlers (operation_aborted), runs the queued tasks, and returns once the kernel holds nothing of this loop. Operations
-  // started afterwards complete with operation_aborted. On the loop thread, outside run().
+  // Closes the transport channels on this loop, aborts every pending operation and timer and
+  // runs their handlers (operation_aborted), runs the queued tasks, and returns once the kernel
+  // holds nothing of this loop. Operations started afterwards complete with operation_aborted.
+  // On the loop thread, outside run().
   void shutdown();
   // Whether the calling thread is the one the loop runs on (bound by run()/run_once()).
   bool in_event_loop() const noexcept override;

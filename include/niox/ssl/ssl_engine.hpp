@@ -37,15 +37,15 @@
 //     peer: wrap() until it returns CLOSED sends it. Later calls fail with
 //     SslErrc::engine_closed. The std::error_code& overloads report the same without throwing.
 //
-// Records.  Once a TLS 1.3 handshake is done (AES-GCM or ChaCha20-Poly1305) and a full record is
-// wrapped, or 64 KiB in smaller ones, wrap() seals application data itself, with OpenSSL's AEAD and
-// the connection's traffic keys, from the sources straight into dst; SSL_write would copy every
-// byte twice more (into its record buffer, and from there into dst). The engine has those keys
-// when its context gave them (most of the time: a context whose recent connections did not seal
-// starts new engines without them, to spare their handshakes the cost; see docs/ssl.md). OpenSSL still decides the
-// other records of that side (alerts, close_notify, the KeyUpdate a peer asks for, which the engine
-// queues as NEED_WRAP); the engine seals those too, so that one sequence number counts every
-// record. TLS 1.2, TLS_AES_128_CCM_SHA256 and a peer's max_fragment_length stay with SSL_write.
+// Records.  Once a TLS 1.3 handshake is done (AES-GCM or ChaCha20-Poly1305) and a full record
+// is wrapped, or 64 KiB in smaller ones, wrap() seals application data itself, with OpenSSL's
+// AEAD and the connection's traffic keys, from the sources straight into dst; SSL_write would
+// copy every byte twice more (into its record buffer, and from there into dst). The engine has
+// those keys when its context gave them (most of the time: a context whose recent connections
+// did not seal starts new engines without them, to spare their handshakes the cost; see
+// docs/ssl.md). OpenSSL still decides the other records of that side (alerts, close_notify,
+// the KeyUpdate a peer asks for, which the engine queues as NEED_WRAP); the engine seals those
+// too, so that one sequence number counts every record. TLS 1.2, TLS_AES_128_CCM_SHA256 and a peer's max_fragment_length stay with SSL_write.
 // Unwrap is OpenSSL's throughout.
 //
 // Ownership.  The engine is move-only and owns its OpenSSL connection and its BIOs. It
