@@ -236,14 +236,10 @@ class SleepFor {
         if (!st->claimed.exchange(true)) st->h.resume();
       });
     };
-    if constexpr (std::is_base_of_v<detail::TaskPromiseBase, P>) {
-      detail::StopRelay& relay = h.promise().relay;
-      if (!relay.arm(h.promise().stop, &on_stop, this)) {
-        state_.reset();  // stopped already
-        aborted_ = true;
-        return false;
-      }
-      relay_ = &relay;
+    if (!relay_.arm(h.promise(), &on_stop, this)) {
+      state_.reset();  // stopped already
+      aborted_ = true;
+      return false;
     }
     if (loop->in_event_loop()) {
       arm();  // the timer and a stop's task run on this thread, after this returns
@@ -302,15 +298,12 @@ class SleepFor {
       // Out of memory: the sleep ends at its deadline instead.
     }
   }
-  // Once per arming, as LoopOperation does.
-  void disarm() noexcept {
-    if (relay_) std::exchange(relay_, nullptr)->disarm();
-  }
+  void disarm() noexcept { relay_.disarm(); }
 
   EventLoop* loop_;
   std::chrono::nanoseconds delay_;
   std::shared_ptr<State> state_;
-  detail::StopRelay* relay_ = nullptr;  // armed with this awaiter while the sleep may be pending
+  detail::StopRelayLease relay_;  // armed with this awaiter while the sleep may be pending
   bool gone_ = false;
   bool aborted_ = false;
 };

@@ -119,13 +119,9 @@ class LoopOperation {
     if constexpr (std::is_same_v<R, ByteBuffer>) state_->into = &received_;
     state_->loop = loop_;
     state_->link = loop_->link();
-    if constexpr (std::is_base_of_v<TaskPromiseBase, P>) {
-      StopRelay& relay = h.promise().relay;
-      if (!relay.arm(h.promise().stop, &on_stop, &state_)) {
-        state_.reset();  // stopped already: no state, aborted
-        return false;
-      }
-      relay_ = &relay;
+    if (!relay_.arm(h.promise(), &on_stop, &state_)) {
+      state_.reset();  // stopped already: no state, aborted
+      return false;
     }
     if (loop_->in_event_loop()) {
       // A stop that came once the relay was armed cancelled nothing yet.
@@ -165,11 +161,7 @@ class LoopOperation {
   static void on_stop(void* target) noexcept {
     LoopOpState::cancel(*static_cast<std::shared_ptr<LoopOpState>*>(target));
   }
-  // Once per arming: a named awaiter may outlive its co_await while the task's next operation
-  // holds the relay.
-  void disarm() noexcept {
-    if (relay_) std::exchange(relay_, nullptr)->disarm();
-  }
+  void disarm() noexcept { relay_.disarm(); }
 
   R fail_or(LoopOpState& s) {
     if (s.ec && s.ec != LoopError::end_of_file) {
@@ -192,7 +184,7 @@ class LoopOperation {
   Start start_;
   [[no_unique_address]] Finish finish_;
   std::shared_ptr<LoopOpState> state_;
-  StopRelay* relay_ = nullptr;  // armed with &state_ while the operation may be pending
+  StopRelayLease relay_;  // armed with &state_ while the operation may be pending
   struct Nothing {};
   // A receive's buffer, handed over by the handler that claimed the state.
   [[no_unique_address]] std::conditional_t<std::is_same_v<R, ByteBuffer>, ByteBuffer, Nothing>

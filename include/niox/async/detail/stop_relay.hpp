@@ -23,6 +23,7 @@
 #include <optional>
 #include <stop_token>
 #include <thread>
+#include <utility>
 
 namespace niox::detail {
 
@@ -86,6 +87,31 @@ class StopRelay {
   std::atomic<std::uintptr_t> armed_{0};
   Cancel cancel_ = nullptr;  // written before armed_, read after claiming it
   std::optional<std::stop_callback<OnStop>> callback_;
+};
+
+// What a cancellable awaiter holds: the relay of the task it waits in, from arm() in
+// await_suspend until disarm() when it is resumed or destroyed (once per arming: a named awaiter
+// may outlive its co_await while the task's next operation holds the relay). One pointer.
+class StopRelayLease {
+ public:
+  // Lends `target` to the relay of the coroutine whose promise is `p`. A coroutine other than
+  // a Task's has no stop to relay: nothing is armed. False when the task's stop was already
+  // requested: nothing is armed either.
+  template <class Promise>
+  bool arm(Promise& p, StopRelay::Cancel cancel, void* target) {
+    if constexpr (requires { p.relay.arm(p.stop, cancel, target); }) {
+      if (!p.relay.arm(p.stop, cancel, target)) return false;
+      relay_ = &p.relay;
+    }
+    return true;
+  }
+  // Waits for a cancel of the target running on another thread; afterwards none runs.
+  void disarm() noexcept {
+    if (relay_) std::exchange(relay_, nullptr)->disarm();
+  }
+
+ private:
+  StopRelay* relay_ = nullptr;
 };
 
 }  // namespace niox::detail
