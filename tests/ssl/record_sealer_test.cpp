@@ -313,10 +313,6 @@ TEST_F(RecordSealerTest, AContextAsksForKeysOnlyWhileItsConnectionsUseThem) {
 // open: OpenSSL drops the session of a connection freed without a close.)
 TEST_F(RecordSealerTest, ASessionResumesWhetherTheServerAskedForKeysOrNot) {
   const SslContext others = client_context();  // moves the server's choice, not `client`'s session
-  auto server_keys = [](EnginePair& p) {
-    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(detail::SslEngineAccess::ssl(p.server))) !=
-           nullptr;
-  };
   EnginePair keyed = pair(client, server);
   ASSERT_TRUE(keyed.handshake().ok());
   EXPECT_TRUE(started_with_keys(keyed.server));
@@ -359,10 +355,6 @@ TEST_F(RecordSealerTest, SniKeepsAConnectionWithoutKeysWithoutThem) {
           .export_traffic_keys(false)
           .sni("other.test", other)
           .build();
-  auto keys = [](EnginePair& p) {
-    return SSL_CTX_get_keylog_callback(SSL_get_SSL_CTX(detail::SslEngineAccess::ssl(p.server))) !=
-           nullptr;
-  };
   auto to_other = [&] {
     return EnginePair{client.new_engine("other.test", 443), named.new_engine(), {}, {}, {}, {}};
   };
