@@ -82,6 +82,22 @@ void complete_certificate_chain(SSL_CTX* ctx) {
   }
 }
 
+// The twin SSL_CTX of a context (see SslContext::Impl) presents and trusts exactly what the
+// first one loaded: its certificate, key and completed chain, and its very trust store. Nothing
+// is read or built twice, and a file replaced in between cannot make the two differ.
+bool share_identity(SSL_CTX* from, SSL_CTX* to) {
+  SSL_CTX_set1_cert_store(to, SSL_CTX_get_cert_store(from));
+  X509* cert = SSL_CTX_get0_certificate(from);
+  if (cert == nullptr) {
+    return true;  // a client without a certificate of its own
+  }
+  STACK_OF(X509)* chain = nullptr;
+  SSL_CTX_get0_chain_certs(from, &chain);
+  return SSL_CTX_use_certificate(to, cert) == 1 &&
+         SSL_CTX_use_PrivateKey(to, SSL_CTX_get0_privatekey(from)) == 1 &&
+         SSL_CTX_set1_chain(to, chain) == 1;
+}
+
 bool use_private_key(SSL_CTX* ctx, const Pem& pem) {
   if (pem.is_file()) {
     return SSL_CTX_use_PrivateKey_file(ctx, pem.path().c_str(), SSL_FILETYPE_PEM) == 1;
@@ -388,17 +404,19 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
       SSL_CTX_set_keylog_callback(ctx, &SslEngine::Impl::on_keylog);
     }
 
-    if (s.cert_chain && s.private_key) {
-      if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||
-          SSL_CTX_check_private_key(ctx) != 1) {
+    if (!with_keys) {
+      if (!share_identity(impl.ctx(), ctx)) {
         ec = config_error();
         return false;
       }
-    }
-    if (!with_keys) {
-      // The twin trusts what the first one loaded: one store, not a second copy of it.
-      SSL_CTX_set1_cert_store(ctx, SSL_CTX_get_cert_store(impl.ctx()));
     } else {
+      if (s.cert_chain && s.private_key) {
+        if (!use_certificate_chain(ctx, *s.cert_chain) || !use_private_key(ctx, *s.private_key) ||
+            SSL_CTX_check_private_key(ctx) != 1) {
+          ec = config_error();
+          return false;
+        }
+      }
       if (s.trust) {
         if (!load_trust(ctx, *s.trust)) {
           ec = config_error();
@@ -414,9 +432,9 @@ SslContext SslContextBuilder::build(std::error_code& ec) const {
         ec = config_error();
         return false;
       }
-    }
-    if (s.cert_chain && s.private_key) {
-      complete_certificate_chain(ctx);
+      if (s.cert_chain && s.private_key) {
+        complete_certificate_chain(ctx);
+      }
     }
 
     const auto timeout = s.session_timeout.count();

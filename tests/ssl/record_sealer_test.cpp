@@ -373,5 +373,32 @@ TEST_F(RecordSealerTest, SniKeepsAConnectionWithoutKeysWithoutThem) {
   EXPECT_FALSE(started_with_keys(quiet.server));
 }
 
+// The twin without keys presents what the first SSL_CTX loaded and completed: the same chain.
+TEST_F(RecordSealerTest, AServerWithoutKeysPresentsTheSameChain) {
+  const SslContext completed =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .export_traffic_keys(false)
+          .trust_manager(Pem::memory(ca.certificate_pem()))
+          .build();
+  // The server's first flight, and whether its engine started with keys.
+  auto flight = [&] {
+    EnginePair p = pair(client, completed);
+    EXPECT_FALSE(test::flush(p.client, p.to_server));
+    EXPECT_FALSE(p.to_server.deliver(p.server, p.server_received));
+    EXPECT_FALSE(test::flush(p.server, p.to_client));
+    return std::pair{p.to_client.out().position(), started_with_keys(p.server)};
+  };
+  const auto [keyed_bytes, keyed] = flight();
+  ASSERT_TRUE(keyed);
+  for (int i = 0; i < 64; ++i) {
+    EnginePair p = pair(client, completed);
+    ASSERT_TRUE(p.handshake().ok());
+  }
+  const auto [quiet_bytes, quiet_keyed] = flight();
+  ASSERT_FALSE(quiet_keyed);
+  // ECDSA signatures differ by a few bytes; a missing CA would be hundreds.
+  EXPECT_LT(quiet_bytes > keyed_bytes ? quiet_bytes - keyed_bytes : keyed_bytes - quiet_bytes, 16u);
+}
+
 }  // namespace
 }  // namespace niox
