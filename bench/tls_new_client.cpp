@@ -25,8 +25,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +36,11 @@
 #include <thread>
 #include <vector>
 
+#include "loadgen_core.hpp"
+
 namespace {
+
+using niox::bench::Histogram;
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,7 +54,6 @@ struct Options {
 
 struct Tally {
   long good = 0, bad = 0, errors = 0;
-  std::vector<std::uint32_t> latency_us;
   std::string first_problem;
 };
 
@@ -153,6 +154,8 @@ int main(int argc, char** argv) {
   SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
 
   std::vector<Tally> tallies(static_cast<std::size_t>(o.conns));
+  Histogram latency;  // of whole connections, µs; a few thousand records a second
+  std::mutex latency_mutex;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::seconds(o.seconds);
   std::vector<std::thread> threads;
@@ -163,8 +166,10 @@ int main(int argc, char** argv) {
         const std::string problem = one_request(ctx, o.port, request, expected);
         if (problem.empty()) {
           ++t.good;
-          t.latency_us.push_back(static_cast<std::uint32_t>(
-              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+          const auto us =
+              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+          std::lock_guard lock(latency_mutex);
+          latency.record(static_cast<std::uint64_t>(us));
           continue;
         }
         (problem.rfind("bad:", 0) == 0 ? t.bad : t.errors) += 1;
@@ -182,15 +187,8 @@ int main(int argc, char** argv) {
     all.good += t.good;
     all.bad += t.bad;
     all.errors += t.errors;
-    all.latency_us.insert(all.latency_us.end(), t.latency_us.begin(), t.latency_us.end());
     if (all.first_problem.empty()) all.first_problem = t.first_problem;
   }
-  std::sort(all.latency_us.begin(), all.latency_us.end());
-  auto pct = [&](double p) -> unsigned long {
-    if (all.latency_us.empty()) return 0;
-    return all.latency_us[std::min(all.latency_us.size() - 1,
-                                   static_cast<std::size_t>(p * all.latency_us.size()))];
-  };
   if (!all.first_problem.empty()) {
     std::fprintf(stderr, "niox-tls-new-client: first problem: %s\n", all.first_problem.c_str());
   }
@@ -198,6 +196,8 @@ int main(int argc, char** argv) {
       "wrk_result requests=%ld good=%ld bad=%ld errors=%ld duration_us=%lld p50_us=%lu "
       "p99_us=%lu p999_us=%lu\n",
       all.good + all.bad + all.errors, all.good, all.bad, all.errors,
-      static_cast<long long>(duration_us), pct(0.50), pct(0.99), pct(0.999));
+      static_cast<long long>(duration_us), static_cast<unsigned long>(latency.quantile(0.50)),
+      static_cast<unsigned long>(latency.quantile(0.99)),
+      static_cast<unsigned long>(latency.quantile(0.999)));
   return all.bad == 0 && all.errors == 0 && all.good > 0 ? 0 : 1;
 }
