@@ -137,6 +137,14 @@ void EpollBackend::attempt(Operation* op) {
     park(op);
     return;
   }
+  // A socket read that got less than its room emptied the receive queue: the next read waits
+  // for an edge instead of a recv that would find EAGAIN. Safe with edge triggering because a
+  // socket raises an edge on every arrival, also one that lands between this recv and the next
+  // epoll_wait. Not after a hang-up edge: the end of stream raises no edge of its own once its
+  // edge is taken, so reads go on until they find it. (Pipes are left alone: since Linux 5.5 a
+  // write to a non-empty pipe may raise no edge.)
+  if (edge == POLLIN && op->short_read && op->fd_is_socket && op->fd == op->home_fd && !f->hangup)
+    f->readable = false;
   if (family.multishot && (r > 0 || (r == 0 && !family.zero_ends))) {
     core_.on_result(*op, r, /*more=*/true);
     op->bstate = BackendState::ready;  // accept (or receive) until EAGAIN
@@ -193,6 +201,7 @@ void EpollBackend::wait(std::chrono::nanoseconds timeout) {
     Fd& f = *found;
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
       f.readable = true;
+      if (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) f.hangup = true;
       wake_list(f.in);
     }
     if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {

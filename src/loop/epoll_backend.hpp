@@ -1,7 +1,8 @@
 // Private: the epoll backend. Edge-triggered; every descriptor registered once for
 // IN|OUT|RDHUP on the first attempt that would block; each attempt is one non-blocking syscall,
-// repeated on every readiness edge until it stops returning EAGAIN. Completions are emulated:
-// results go to the core, which runs handlers in its completion phase.
+// repeated on every readiness edge until it stops returning EAGAIN, or, reading a socket,
+// until a read gets less than its room (the socket is drained, as nginx reads). Completions are
+// emulated: results go to the core, which runs handlers in its completion phase.
 #pragma once
 
 #include "loop/backend.hpp"
@@ -39,6 +40,9 @@ class EpollBackend final : public Backend {
     // the last EAGAIN closed waits for the next edge instead of repeating the EAGAIN syscall.
     bool readable = true;
     bool writable = true;
+    // An edge said the peer hung up or the socket failed: reads go on until they find the
+    // end, since no edge will come again for it.
+    bool hangup = false;
     OpList in, out, any;
   };
   Fd& fd_entry(int fd);

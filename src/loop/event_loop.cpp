@@ -214,7 +214,7 @@ void LoopCore::recycle(Operation* op) noexcept {
   op->value = 0;
   op->ticks = 0;
   op->fd = op->fd_out = op->home_fd = -1;
-  op->stop_asked = op->small_read = false;
+  op->stop_asked = op->small_read = op->short_read = false;
   if (op->index < ring_held_.size()) {
     if (auto& held = ring_held_[op->index]) {
       // Buffers of this operation still out keep counting down on their own counter.

@@ -88,6 +88,7 @@ struct Operation {
   bool small_read = false;       // receive_multishot off the ring, not a bulk stream: read at
                                  // most a ring buffer's worth, not the whole max_bytes
   bool iov_in_side = false;      // iov() is the side block's (many buffers), not one_iov
+  bool short_read = false;       // the last non-blocking read got less than its room
 
   int fd = -1;
   int fd_out = -1;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -314,6 +315,66 @@ TEST_P(ReceiveTest, ALongStreamArrivesWholeAndInOrder) {
   writer.join();
   EXPECT_EQ(received, total);
   EXPECT_EQ(wrong, 0u);
+}
+
+// A read that drains the socket ends the readiness it came with: the next receive waits for
+// the next arrival without a syscall that would only find nothing (epoll; io_uring's
+// POLL_FIRST has the same effect inside the kernel). The bytes that come next are handed over.
+TEST_P(ReceiveTest, AfterADrainingReadTheNextReceiveWaitsForTheNextArrival) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  auto receive_one = [&] {
+    auto got = std::make_shared<std::string>();
+    loop.receive(b.get(), 64, [got](std::error_code ec, std::size_t, ByteBuffer buf) {
+      EXPECT_FALSE(ec);
+      *got = filled(std::move(buf));
+    });
+    return got;
+  };
+  auto first = receive_one();
+  loop.run_once(0ms);  // waits for readiness now
+  ASSERT_EQ(::write(a.get(), "abc", 3), 3);
+  ASSERT_TRUE(run_until(loop, [&] { return !first->empty(); }));
+  EXPECT_EQ(*first, "abc");
+
+  auto second = receive_one();
+  const std::uint64_t before = loop.counters().kernel_entries;
+  loop.run_once(0ms);
+  if (GetParam().kind == BackendKind::epoll) {
+    // The loop's one epoll_wait, and no recv.
+    EXPECT_EQ(loop.counters().kernel_entries - before, 1u);
+  }
+  EXPECT_TRUE(second->empty());
+  ASSERT_EQ(::write(a.get(), "defg", 4), 4);
+  ASSERT_TRUE(run_until(loop, [&] { return !second->empty(); }));
+  EXPECT_EQ(*second, "defg");
+}
+
+// Bytes and the peer's end that arrive before the loop reads come as one edge: the read of the
+// bytes gets less than it could take, and the end still follows.
+TEST_P(ReceiveTest, BytesAndTheEndThatArriveTogetherAreBothHandedOver) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  std::vector<std::string> got;
+  bool eof = false;
+  std::function<void()> next = [&] {
+    loop.receive(b.get(), 64, [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+      EXPECT_FALSE(ec);
+      if (n == 0) {
+        eof = true;
+        return;
+      }
+      got.push_back(filled(std::move(buf)));
+      next();
+    });
+  };
+  next();
+  loop.run_once(0ms);  // waits for readiness now
+  ASSERT_EQ(::write(a.get(), "last", 4), 4);
+  ASSERT_EQ(::shutdown(a.get(), SHUT_WR), 0);
+  ASSERT_TRUE(run_until(loop, [&] { return eof; }));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "last");
 }
 
 NIOX_INSTANTIATE_BACKENDS(ReceiveTest);

@@ -58,9 +58,11 @@ const OpFamily read_family{.lane = Lane::read,
                                },
                            .attempt = [](Operation& op) -> long {
                              const iovec& v = op.iov()[0];
-                             if (op.iovcnt > 1) return ::readv(op.fd, op.iov(), op.iovcnt);
-                             return op.fd_is_socket ? ::recv(op.fd, v.iov_base, v.iov_len, 0)
-                                                    : ::read(op.fd, v.iov_base, v.iov_len);
+                             long r = op.iovcnt > 1     ? ::readv(op.fd, op.iov(), op.iovcnt)
+                                      : op.fd_is_socket ? ::recv(op.fd, v.iov_base, v.iov_len, 0)
+                                                        : ::read(op.fd, v.iov_base, v.iov_len);
+                             op.short_read = r > 0 && static_cast<std::size_t>(r) < op.length;
+                             return r;
                            },
                            .result =
                                [](LoopCore& core, Operation& op, long res, bool) {
@@ -121,8 +123,9 @@ const OpFamily receive_family{
     .attempt = [](Operation& op) -> long {
       ByteBuffer& b = receive_buffer(op);
       void* at = b.writable_bytes().data();
-      long r =
-          op.fd_is_socket ? ::recv(op.fd, at, b.remaining(), 0) : ::read(op.fd, at, b.remaining());
+      const std::size_t room = b.remaining();
+      long r = op.fd_is_socket ? ::recv(op.fd, at, room, 0) : ::read(op.fd, at, room);
+      op.short_read = r > 0 && static_cast<std::size_t>(r) < room;
       if (r <= 0) {
         const int saved = errno;
         op.drop_bufs();  // nothing arrived: the block goes back to the pool, and the room too
@@ -157,6 +160,7 @@ long multishot_attempt(Operation& op) {
   const std::size_t room = std::min(want, b.remaining());
   long r = op.fd_is_socket ? ::recv(op.fd, at, room, 0) : ::read(op.fd, at, room);
   const int saved = errno;
+  op.short_read = r > 0 && static_cast<std::size_t>(r) < room;
   if (r > 0) {
     op.bufs.push_back(std::move(b));
   } else {
