@@ -40,6 +40,7 @@ std::unique_ptr<BufferRing> BufferRing::create(io_uring& ring, std::uint16_t gro
   state->registered = true;
   io_uring_buf_ring_init(state->ring);
   state->returned.reserve(entries);
+  state->taker.resize(entries);
   for (unsigned id = 0; id < entries; ++id) state->add(id);
   state->owner.store(std::this_thread::get_id(), std::memory_order_relaxed);
   return std::unique_ptr<BufferRing>(new BufferRing(ring, group, std::move(state)));
@@ -57,6 +58,10 @@ BufferRing::State::~State() {
 }
 
 void BufferRing::State::add(unsigned id) noexcept {
+  if (Taker& t = taker[id]; t.index != no_taker) {
+    if (Held& h = held[t.index]; h.generation == t.generation && h.count > 0) --h.count;
+    t.index = no_taker;
+  }
   if (!registered) return;
   io_uring_buf_ring_add(ring, memory + std::size_t{id} * buffer_size,
                         static_cast<unsigned>(buffer_size), static_cast<unsigned short>(id),
@@ -80,11 +85,17 @@ void BufferRing::drain_returns() noexcept {
   state_->returned.clear();
 }
 
-ByteBuffer BufferRing::take(unsigned id, const std::shared_ptr<std::atomic<unsigned>>& held) {
+ByteBuffer BufferRing::take(unsigned id, std::uint32_t taker, std::uint32_t generation) {
   --state_->available;
-  if (held) held->fetch_add(1, std::memory_order_relaxed);
+  if (taker != no_taker) {
+    if (taker >= state_->held.size()) state_->held.resize(std::size_t{taker} + 1);
+    State::Held& h = state_->held[taker];
+    if (h.generation != generation) h = {generation, 0};
+    ++h.count;
+    state_->taker[id] = {taker, generation};
+  }
   // The share's control block comes from the thread's block cache: no malloc once warm.
-  auto slot = std::allocate_shared<Slot>(CachedObjectAllocator<Slot>{}, state_, id, held);
+  auto slot = std::allocate_shared<Slot>(CachedObjectAllocator<Slot>{}, state_, id);
   return ByteBuffer::wrap_shared(
       std::span<std::byte>(state_->memory + std::size_t{id} * state_->buffer_size,
                            state_->buffer_size),

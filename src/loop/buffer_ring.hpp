@@ -52,11 +52,19 @@ class BufferRing {
   unsigned available() const noexcept { return state_->available; }
   unsigned entries() const noexcept { return state_->entries; }
 
+  static constexpr std::uint32_t no_taker = ~std::uint32_t{0};
   // The buffer the kernel filled with `bytes` bytes, as a ByteBuffer (position 0, capacity
   // buffer_size()) that returns to the ring when its last view is gone. Loop thread.
-  // `held`, when given, counts the buffer while it is out (a receive_multishot's share of the
-  // ring): one more now, one less when its last view is released, on whatever thread.
-  ByteBuffer take(unsigned id, const std::shared_ptr<std::atomic<unsigned>>& held = nullptr);
+  // `taker`, when given, is the operation (index and generation) whose share of the ring the
+  // buffer counts in while it is out (receive_multishot): see held().
+  ByteBuffer take(unsigned id, std::uint32_t taker = no_taker, std::uint32_t generation = 0);
+  // How many buffers the operation took that are still out: not yet released, or released on
+  // another thread and not yet drained back. Loop thread.
+  unsigned held(std::uint32_t taker, std::uint32_t generation) const noexcept {
+    return taker < state_->held.size() && state_->held[taker].generation == generation
+               ? state_->held[taker].count
+               : 0;
+  }
   // Gives an id back without a ByteBuffer (a CQE whose bytes nobody wants). Loop thread.
   void give_back(unsigned id) noexcept { state_->add(id); }
   // Puts back what other threads released since the last call. Loop thread.
@@ -81,21 +89,31 @@ class BufferRing {
     std::atomic<std::thread::id> owner{};
     std::mutex lock;  // returned and registered, for releases on other threads
     std::vector<std::uint16_t> returned;
+    // Loop thread only. Who took each buffer that is out, by buffer id; and how many each
+    // taker has out, by operation index. A count belongs to one generation of its index: an
+    // operation reused for another descriptor starts from zero, and the buffers of the earlier
+    // one no longer count against it when they come back. 8 bytes per operation index, only on
+    // a loop whose multishot receives take ring buffers.
+    struct Taker {
+      std::uint32_t index = no_taker;
+      std::uint32_t generation = 0;
+    };
+    struct Held {
+      std::uint32_t generation = 0;
+      std::uint32_t count = 0;
+    };
+    std::vector<Taker> taker;
+    std::vector<Held> held;
     ~State();
     void add(unsigned id) noexcept;
     void release(unsigned id) noexcept;  // any thread
   };
   struct Slot {
-    Slot(std::shared_ptr<State> s, unsigned i, std::shared_ptr<std::atomic<unsigned>> h) noexcept
-        : state(std::move(s)), held(std::move(h)), id(i) {}
+    Slot(std::shared_ptr<State> s, unsigned i) noexcept : state(std::move(s)), id(i) {}
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
-    ~Slot() {
-      if (held) held->fetch_sub(1, std::memory_order_relaxed);
-      state->release(id);
-    }
+    ~Slot() { state->release(id); }
     std::shared_ptr<State> state;
-    std::shared_ptr<std::atomic<unsigned>> held;
     unsigned id;
   };
 

@@ -215,26 +215,10 @@ void LoopCore::recycle(Operation* op) noexcept {
   op->ticks = 0;
   op->fd = op->fd_out = op->home_fd = -1;
   op->stop_asked = op->small_read = op->short_read = false;
-  if (op->index < ring_held_.size()) {
-    if (auto& held = ring_held_[op->index]) {
-      // Buffers of this operation still out keep counting down on their own counter.
-      if (held.use_count() > 1)
-        held.reset();
-      else
-        held->store(0, std::memory_order_relaxed);
-    }
-  }
   if (++op->generation == 0) op->generation = 1;
   op->lane_next = free_;
   free_ = op;
   --live_ops_;
-}
-
-const std::shared_ptr<std::atomic<unsigned>>& LoopCore::make_ring_held(const Operation& op) {
-  if (op.index >= ring_held_.size()) ring_held_.resize(op_count_);
-  auto& held = ring_held_[op.index];
-  if (!held) held = std::make_shared<std::atomic<unsigned>>(0);
-  return held;
 }
 
 Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcept {

@@ -147,9 +147,8 @@ bool IoUringBackend::ring_serves_multishot(Operation& op) {
   // max_bytes buffer (the transport asks for its largest guess) would pin that much for it.
   op.small_read = !bulk_stream(op);
   if (!op.small_read) return false;
-  if (const std::atomic<unsigned>* held = core_.ring_held(op);
-      held && ring_per_connection_ < recv_ring_->entries() &&
-      held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+  if (ring_per_connection_ < recv_ring_->entries() &&
+      recv_ring_->held(op.index, op.generation) >= ring_per_connection_) {
     return false;
   }
   if (recv_ring_->available() <= recv_ring_->entries() / 4) {
@@ -407,13 +406,12 @@ void IoUringBackend::handle(std::uint64_t ud, int res, unsigned flags) {
     if (recv_ring_ && op && tag == tag_op && res > 0 && op->family->multishot) {
       // receive_multishot: queued behind the arrivals not yet handed over, counted as this
       // descriptor's until released.
-      const auto& held = core_.make_ring_held(*op);
-      op->bufs.push_back(recv_ring_->take(id, held));
+      op->bufs.push_back(recv_ring_->take(id, op->index, op->generation));
       AtomicCounters::add(core_.stats().ring_receives, 1);
       const bool armed =
           (flags & IORING_CQE_F_MORE) && !op->stop_asked && op->state == OpState::in_kernel;
       if (armed && ring_per_connection_ < recv_ring_->entries() &&
-          held->load(std::memory_order_relaxed) >= ring_per_connection_) {
+          recv_ring_->held(op->index, op->generation) >= ring_per_connection_) {
         // Checked as CQEs arrive: one burst of the kernel may have taken a few more already.
         stop_multishot(*op, core_.stats().receive_bound_stops);
       } else if (armed && static_cast<std::size_t>(res) == recv_ring_->buffer_size() &&

@@ -103,13 +103,6 @@ class LoopCore {
   void record_read(int fd, std::size_t got, std::size_t asked);
   // The pipe pair every transfer_from splices through, one at a time (each step empties it).
   SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
-  // receive_multishot: how many of the operation's ring buffers are out (queued or held by the
-  // application); each buffer's release counts down, on whatever thread. Null before it took
-  // its first; make_ring_held makes it then.
-  const std::atomic<unsigned>* ring_held(const Operation& op) const noexcept {
-    return op.index < ring_held_.size() ? ring_held_[op.index].get() : nullptr;
-  }
-  const std::shared_ptr<std::atomic<unsigned>>& make_ring_held(const Operation& op);
 
  private:
   struct FdState {
@@ -171,11 +164,6 @@ class LoopCore {
   std::vector<std::unique_ptr<OpSide>> sides_;
   OpSide* free_sides_ = nullptr;
   std::size_t live_ops_ = 0;
-  // The counts of ring_held(), by operation index: apart from the operations, so that only a
-  // loop whose multishot receives take ring buffers pays for them, not every pending
-  // operation. Each is kept across reuse while nothing of an earlier operation still points at
-  // it.
-  std::vector<std::shared_ptr<std::atomic<unsigned>>> ring_held_;
   std::vector<FdState> fds_;
   std::vector<Operation*> to_start_, starting_;
   std::vector<Operation*> completed_, completing_;

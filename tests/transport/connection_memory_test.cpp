@@ -238,8 +238,9 @@ class IdleConnectionBytesTest : public test::DescriptorCheckedTest {
 };
 
 // Measured when they were set: an idle echo connection held about 840 bytes on io_uring and
-// on epoll (890 with multishot receive, whose operation's count of its ring buffers sits in a
-// table of the loop), where it held 855 (910) while a context kept a pointer to its name and
+// on epoll (850 with multishot receive, whose count of its ring buffers is 8 bytes in a table
+// of the buffer ring; 890 while each count was a shared counter of its own), where it held 855
+// (910) while a context kept a pointer to its name and
 // about 950 (980) before an operation's handler storage
 // shrank to 48 bytes and the count left the operation, and the channel's block went from 560
 // to 512 bytes; 1,390 and 1,490 before the pending operation gave its buffer room back, the
@@ -248,7 +249,6 @@ class IdleConnectionBytesTest : public test::DescriptorCheckedTest {
 // connection had added about 1,030. The room above them (about 5%) is for the loop's tables,
 // which grow by 1,024 descriptors at a time.
 constexpr double kEchoBound = 880;
-constexpr double kMultishotEchoBound = 935;
 constexpr double kIdleHandlerBound = 400;
 
 void echo_pipeline(Channel& ch) { ch.pipeline().add_last(std::make_shared<test::EchoHandler>()); }
@@ -259,7 +259,7 @@ TEST_P(IdleConnectionBytesTest, AnIdleEchoConnectionHoldsLittle) {
   const double bytes = bytes_per_idle_connection(echo_pipeline);
   RecordProperty("bytes_per_idle_connection", static_cast<int>(bytes));
   std::printf("an idle echo connection holds %.0f bytes\n", bytes);
-  EXPECT_LE(bytes, GetParam().multishot_receive ? kMultishotEchoBound : kEchoBound);
+  EXPECT_LE(bytes, kEchoBound);
 }
 
 // An IdleStateHandler (the file server's idle timeout) adds its own allocation, its context and
