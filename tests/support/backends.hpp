@@ -6,7 +6,7 @@
 //
 // Instantiates every backend variant niox has: io_uring, io_uring with every operation forced
 // through its per-operation fallback (readiness poll + syscall, as on a kernel missing the
-// opcodes), io_uring with multishot receives (EventLoop::Options::multishot_receive), and
+// opcodes), io_uring with single-shot receives (EventLoop::Options::multishot_receive off), and
 // epoll. SetUp() skips (never fails) a variant this machine cannot run, and one
 // excluded by NIOX_BACKEND=io_uring|epoll (so `NIOX_BACKEND=epoll ctest` runs the whole suite
 // once more on epoll alone).
@@ -30,7 +30,7 @@ struct BackendVariant {
   BackendKind kind;
   bool io_uring_readiness_only = false;
   const char* name = "";
-  bool multishot_receive = false;  // EventLoop::Options::multishot_receive
+  bool multishot_receive = true;  // EventLoop::Options::multishot_receive
   friend std::ostream& operator<<(std::ostream& os, const BackendVariant& v) {
     return os << v.name;
   }
@@ -39,7 +39,7 @@ struct BackendVariant {
 inline std::vector<BackendVariant> all_backends() {
   return {{BackendKind::io_uring, false, "io_uring"},
           {BackendKind::io_uring, true, "io_uring_fallback"},
-          {BackendKind::io_uring, false, "io_uring_multishot", true},
+          {BackendKind::io_uring, false, "io_uring_single_shot", false},
           {BackendKind::epoll, false, "epoll"}};
 }
 

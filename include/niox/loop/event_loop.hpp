@@ -244,12 +244,10 @@ class EventLoop final : public Executor {
     unsigned receive_ring_per_connection = 16;
     // io_uring: receive_multishot (and so a transport channel's reads) keeps one multishot
     // recv armed per descriptor, each arrival a buffer of the ring (has_multishot_receive()).
-    // It saves a submission per small read; a bulk stream leaves the ring for single recvs of
-    // max_bytes (see receive_multishot). Off by default: an idle connection then costs a few
-    // dozen bytes more (its share of the ring is counted), and on 16 KiB echoes it measured
-    // no better than single-shot receives. Off, receive_multishot reads on readiness into
-    // pooled buffers, as on epoll.
-    bool multishot_receive = false;
+    // It saves a submission and a poll arm per small read; a bulk stream leaves the ring for
+    // single recvs of max_bytes (see receive_multishot). Off, receive_multishot reads on
+    // readiness into pooled buffers, as on epoll.
+    bool multishot_receive = true;
   };
 
   EventLoop();
