@@ -214,7 +214,7 @@ void LoopCore::recycle(Operation* op) noexcept {
   op->value = 0;
   op->ticks = 0;
   op->fd = op->fd_out = op->home_fd = -1;
-  op->stop_asked = op->small_read = op->short_read = false;
+  op->stop_asked = op->small_read = op->short_read = op->rearm_due = false;
   if (++op->generation == 0) op->generation = 1;
   op->lane_next = free_;
   free_ = op;

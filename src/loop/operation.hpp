@@ -89,6 +89,7 @@ struct Operation {
                                  // most a ring buffer's worth, not the whole max_bytes
   bool iov_in_side = false;      // iov() is the side block's (many buffers), not one_iov
   bool short_read = false;       // the last non-blocking read got less than its room
+  bool rearm_due = false;        // receive_multishot: re-armed once its arrivals are handed over
 
   int fd = -1;
   int fd_out = -1;

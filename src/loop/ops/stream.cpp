@@ -204,7 +204,10 @@ const OpFamily receive_multishot_family{
             AtomicCounters::add(core.stats().bytes_read, static_cast<std::uint64_t>(res));
             if (!more) record_last_read(core, op, res, std::min(op.length, b.capacity()));
             core.push_completed(&op);
-            if (!more) rearm(core, op);
+            // Re-armed once the handler has seen this arrival (interim), so that a handler that
+            // pauses is heard before the next read is started. Re-armed here, an echo server
+            // whose peer sent a bulk stream and read nothing kept reading all of it.
+            if (!more) op.rearm_due = true;
             return;
           }
           // A recv multishot ends on end of stream and on every error; F_MORE comes with bytes.
@@ -230,6 +233,10 @@ const OpFamily receive_multishot_family{
             if (c.stop) core.abort(&op);
           }
           op.drop_bufs();  // it stays armed, maybe idle for long
+          if (op.rearm_due) {
+            op.rearm_due = false;
+            rearm(core, op);  // or ends it, when the handler asked for no more
+          }
           return n;
         }};
 
