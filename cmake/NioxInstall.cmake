@@ -1,5 +1,5 @@
 include(CMakePackageConfigHelpers)
-install(TARGETS niox EXPORT nioxTargets
+install(TARGETS niox niox-collective EXPORT nioxTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

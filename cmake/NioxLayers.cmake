@@ -2,10 +2,12 @@
 # niox_<layer>, compiled against a view of the tree that holds only its own layer and the
 # layers below it: an upward include is a "No such file" build error, not a convention.
 # niox::niox (the installed library) is all of them in one archive.
-set(NIOX_LAYERS base buffer ssl channels loop async transport)
+set(NIOX_LAYERS base buffer ssl channels loop async transport collective)
+# Layers that are libraries of their own over niox::niox rather than part of it.
+set(NIOX_LAYER_LIBRARY_collective niox-collective)
 
 # niox_add_layers(<target>): defines niox_<layer> for every layer with sources and adds their
-# objects to <target>.
+# objects to <target>, or to the library NIOX_LAYER_LIBRARY_<layer> names (defined before).
 function(niox_add_layers target)
   set(view_root ${PROJECT_BINARY_DIR}/layers)
   set(below "")
@@ -37,7 +39,11 @@ function(niox_add_layers target)
     elseif(layer STREQUAL "ssl")
       target_link_libraries(${lib} PRIVATE OpenSSL::SSL OpenSSL::Crypto)
     endif()
-    target_sources(${target} PRIVATE $<TARGET_OBJECTS:${lib}>)
+    if(DEFINED NIOX_LAYER_LIBRARY_${layer})
+      target_sources(${NIOX_LAYER_LIBRARY_${layer}} PRIVATE $<TARGET_OBJECTS:${lib}>)
+    else()
+      target_sources(${target} PRIVATE $<TARGET_OBJECTS:${lib}>)
+    endif()
   endforeach()
 endfunction()
 

@@ -1,0 +1,138 @@
+// What a Communicator shares with its running operations: the links to the other ranks, the
+// turn that runs operations one at a time, the failure that closed it, and the watchdog.
+// Touched on the loop thread only, except where a member says otherwise.
+#pragma once
+
+#include "frame.hpp"
+
+#include <niox/async/asynchronous_socket_channel.hpp>
+#include <niox/collective/communicator.hpp>
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace niox::collective::detail {
+
+// What a frame must carry to belong to the receiver's call.
+struct Expect {
+  Op op = Op::none;
+  DataType type = DataType::u8;
+  ReduceOp redop = ReduceOp::sum;
+  std::int32_t root = -1;
+  std::uint64_t count = 0;
+  std::uint64_t offset = 0;  // the message's first byte, within the call's buffer
+};
+
+class CommunicatorState : public std::enable_shared_from_this<CommunicatorState> {
+ public:
+  CommunicatorState(int rank, int size, const CommunicatorOptions& options, EventLoop& loop);
+
+  struct Link {
+    std::optional<AsynchronousSocketChannel> channel;
+    std::uint32_t send_seq = 0;
+    std::uint32_t recv_seq = 0;
+    bool reading = false;
+    bool writing = false;
+  };
+
+  const int rank;
+  const int size;
+  const CommunicatorOptions options;
+  EventLoop* const loop;
+  // Set when the communicator's own loop is driven by its callers: the one thread that may.
+  std::optional<std::thread::id> driver;
+  bool driven_by(std::thread::id id) const noexcept { return driver && *driver == id; }
+  std::vector<Link> links;  // by rank; links[rank] has no channel
+
+  // ---- the turn ----------------------------------------------------------------------------
+  struct TurnAwaiter {
+    CommunicatorState* state;
+    bool await_ready() noexcept {
+      if (state->busy_) return false;
+      state->busy_ = true;
+      return true;
+    }
+    void await_suspend(std::coroutine_handle<> h) { state->queue_.push_back(h); }
+    void await_resume() const noexcept {}
+  };
+  TurnAwaiter turn() noexcept { return {this}; }
+  // The operation that holds the turn starts / ends: passes the turn to the next in line.
+  void begin(Op op);
+  void end() noexcept;
+  Op current_op() const noexcept { return op_; }
+
+  // ---- failure -----------------------------------------------------------------------------
+  bool failed() const noexcept { return failure_.has_value(); }
+  [[noreturn]] void throw_failure() const { throw *failure_; }
+  void throw_if_failed() const {
+    if (failure_) throw *failure_;
+  }
+  // Records `error` (the first one wins), tells every peer whose link is between frames, and
+  // closes every link: what is pending ends with operation_aborted, which the operation turns
+  // into the recorded error.
+  void fail(const CollectiveError& error);
+  // The same for an exception that ended an operation.
+  void fail(std::exception_ptr error);
+  // An I/O error or end of stream on the link to `peer`.
+  [[noreturn]] void fail_link(int peer, std::error_code ec);
+  std::optional<CollectiveError> told_abort(int peer);
+  [[noreturn]] void fail_protocol(int peer, const std::string& what);
+  [[noreturn]] void fail_argument(const std::string& what);
+
+  // A byte moved: the watchdog's clock starts again.
+  void progress() noexcept { last_progress_ = std::chrono::steady_clock::now(); }
+
+  // The reduction's staging buffer (one chunk).
+  std::byte* staging();
+
+ private:
+  void arm_watchdog();
+  void watchdog_tick();
+
+  bool busy_ = false;
+  std::deque<std::coroutine_handle<>> queue_;
+  Op op_ = Op::none;
+  std::optional<CollectiveError> failure_;
+  std::chrono::steady_clock::time_point last_progress_{};
+  bool watchdog_armed_ = false;
+  std::vector<std::byte> staging_;
+};
+
+using StatePtr = std::shared_ptr<CommunicatorState>;
+
+struct FutureState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  StatePtr comm;  // to drive it; reset when the communicator is gone
+};
+
+// Frames and messages (communicator_io.cpp). A message of any length, zero included, goes as
+// ceil(length / chunk_bytes) frames (one for zero).
+Task<void> send_message(StatePtr s, int peer, Expect e, const std::byte* data, std::size_t bytes);
+Task<void> recv_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes);
+// Receives a message into the staging buffer chunk by chunk and folds each chunk into `acc`.
+Task<void> recv_reduce_message(StatePtr s, int peer, Expect e, std::byte* acc, std::size_t bytes);
+// Receives a message straight into `dst`, then folds `own` (the same length) into it.
+Task<void> recv_then_reduce_message(StatePtr s, int peer, Expect e, std::byte* dst,
+                                    const std::byte* own, std::size_t bytes);
+
+std::string describe_call(Op op, DataType type, ReduceOp redop, std::int32_t root,
+                          std::uint64_t count);
+
+// The rendezvous (rendezvous.cpp): every link connected, or an exception.
+Task<void> rendezvous(StatePtr s, Rendezvous rz);
+
+}  // namespace niox::collective::detail
