@@ -106,8 +106,8 @@ void check_root(CommunicatorState& s, int root) {
 
 void check_type(CommunicatorState& s, const RawSpan& a, const RawSpan& b) {
   if (a.type != b.type)
-    s.fail_argument(fmt::format("send holds {} and recv holds {}", to_string(a.type),
-                                to_string(b.type)));
+    s.fail_argument(
+        fmt::format("send holds {} and recv holds {}", to_string(a.type), to_string(b.type)));
 }
 
 // Runs `body` holding the turn; an error in it closes the communicator, and every operation
@@ -253,8 +253,8 @@ Task<void> reduce_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op, int 
   if (is_root) {
     check_type(*s, send, recv);
     if (recv.count != send.count)
-      s->fail_argument(fmt::format("the root's recv holds {} elements, its send {}", recv.count,
-                                   send.count));
+      s->fail_argument(
+          fmt::format("the root's recv holds {} elements, its send {}", recv.count, send.count));
   }
   const std::size_t bytes = send.bytes();
   const std::size_t es = size_of(send.type);
@@ -456,9 +456,10 @@ Task<void> all_to_all_body(StatePtr s, RawSpan send, RawSpan recv) {
   const int p = s->size;
   const int r = s->rank;
   if (send.count != recv.count || send.count % static_cast<std::size_t>(p) != 0)
-    s->fail_argument(fmt::format("send and recv must hold the same count, a multiple of {}: "
-                                 "they hold {} and {}",
-                                 p, send.count, recv.count));
+    s->fail_argument(
+        fmt::format("send and recv must hold the same count, a multiple of {}: "
+                    "they hold {} and {}",
+                    p, send.count, recv.count));
   const std::size_t part = send.bytes() / static_cast<std::size_t>(p);
   copy_bytes(bytes_of(recv) + r * part, bytes_of(send) + r * part, part);
   Expect e = expect(Op::all_to_all, send, send.count);
@@ -519,10 +520,11 @@ int env_int(const char* name, bool& found) {
 // ---- Rendezvous ----------------------------------------------------------------------------
 
 Rendezvous Rendezvous::from_environment() {
-  static constexpr const char* kConventions[][2] = {{"RANK", "WORLD_SIZE"},
-                                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                                   {"PMI_RANK", "PMI_SIZE"},
-                                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  static constexpr const char* kConventions[][2] = {
+      {"RANK", "WORLD_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"}};
   Rendezvous rz;
   bool found = false;
   for (auto& c : kConventions) {
@@ -531,8 +533,8 @@ Rendezvous Rendezvous::from_environment() {
     int rank = detail::env_int(c[0], has_rank);
     int size = detail::env_int(c[1], has_size);
     if (has_rank != has_size)
-      throw std::invalid_argument(fmt::format("{} is set but {} is not", has_rank ? c[0] : c[1],
-                                              has_rank ? c[1] : c[0]));
+      throw std::invalid_argument(
+          fmt::format("{} is set but {} is not", has_rank ? c[0] : c[1], has_rank ? c[1] : c[0]));
     if (has_rank) {
       rz.rank = rank;
       rz.size = size;
@@ -639,9 +641,7 @@ bool Communicator::driven_here() const {
   return true;
 }
 
-void Communicator::drive_until(const std::function<bool()>& done) {
-  while (!done()) state_->loop->run_once(std::chrono::milliseconds(100));
-}
+void Communicator::drive_until(const std::function<bool()>& done) { state_->drive(done); }
 
 void Communicator::close() {
   if (!state_) return;
@@ -735,13 +735,11 @@ void Future::wait() const {
           "its futures there, or make it with CommunicatorOptions::progress_thread");
     if (niox::detail::on_loop_thread())
       throw BlockingOperationException("niox collective: Future::wait() on an event loop thread");
-    while (true) {
-      {
-        std::lock_guard lock(s.mutex);
-        if (s.done) return;
-      }
-      s.comm->loop->run_once(std::chrono::milliseconds(100));
-    }
+    s.comm->drive([&] {
+      std::lock_guard lock(s.mutex);
+      return s.done;
+    });
+    return;
   }
   std::unique_lock lock(s.mutex);
   s.cv.wait(lock, [&] { return s.done; });

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -65,6 +66,36 @@ CommunicatorState::CommunicatorState(int rank_, int size_, const CommunicatorOpt
                                      EventLoop& loop_)
     : rank(rank_), size(size_), options(options_), loop(&loop_), links(size_) {}
 
+void CommunicatorState::drive(const std::function<bool()>& done) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin = busy_poll();
+  auto last = Clock::now();
+  while (!done()) {
+    if (spin.count() > 0) {
+      // Polls the ring without sleeping while things happen or for `spin` after the last one:
+      // the next frame of an exchange usually comes within microseconds, and a thread that
+      // sleeps pays a wake-up for it.
+      if (loop->run_once(std::chrono::milliseconds(0)) > 0) {
+        last = Clock::now();
+        continue;
+      }
+      if (Clock::now() - last < spin) continue;
+    }
+    loop->run_once(std::chrono::milliseconds(100));
+    last = Clock::now();
+  }
+}
+
+std::chrono::microseconds CommunicatorState::busy_poll() const noexcept {
+  if (options.busy_poll.count() >= 0) return options.busy_poll;
+  // Spinning pays only when every rank here has a CPU to itself: on an oversubscribed machine
+  // it takes the CPU the rank it waits for needs.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return local_ranks <= cpus ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
+}
+
 void CommunicatorState::begin(Op op) {
   op_ = op;
   progress();
@@ -91,9 +122,8 @@ std::byte* CommunicatorState::staging() {
 
 void CommunicatorState::arm_watchdog() {
   watchdog_armed_ = true;
-  auto period = std::clamp<std::chrono::milliseconds>(options.timeout / 4,
-                                                      std::chrono::milliseconds(5),
-                                                      std::chrono::milliseconds(1000));
+  auto period = std::clamp<std::chrono::milliseconds>(
+      options.timeout / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
   loop->schedule(period, [weak = weak_from_this()] {
     if (auto s = weak.lock()) s->watchdog_tick();
   });
@@ -111,12 +141,13 @@ void CommunicatorState::watchdog_tick() {
     for (int i = 0; i < size && waited < 0; ++i)
       if (links[i].writing) waited = i;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout).count();
-    std::string what =
-        waited >= 0 ? fmt::format("{} timed out on rank {}: nothing came from or went to rank {} "
-                                  "for {} ms",
-                                  to_string(op_), rank, waited, ms)
-                    : fmt::format("{} timed out on rank {}: nothing moved for {} ms",
-                                  to_string(op_), rank, ms);
+    std::string what = waited >= 0
+                           ? fmt::format(
+                                 "{} timed out on rank {}: nothing came from or went to rank {} "
+                                 "for {} ms",
+                                 to_string(op_), rank, waited, ms)
+                           : fmt::format("{} timed out on rank {}: nothing moved for {} ms",
+                                         to_string(op_), rank, ms);
     fail(CollectiveError(std::make_error_code(std::errc::timed_out), what, waited));
     return;
   }
@@ -160,9 +191,8 @@ void CommunicatorState::fail(std::exception_ptr error) {
   } catch (const CollectiveError& e) {
     fail(e);
   } catch (const std::system_error& e) {
-    fail(CollectiveError(e.code(), fmt::format("{} failed on rank {}: {}", to_string(op_), rank,
-                                               bare_what(e)),
-                         -1));
+    fail(CollectiveError(
+        e.code(), fmt::format("{} failed on rank {}: {}", to_string(op_), rank, bare_what(e)), -1));
   } catch (const std::exception& e) {
     fail(CollectiveError(std::make_error_code(std::errc::io_error),
                          fmt::format("{} failed on rank {}: {}", to_string(op_), rank, e.what()),
@@ -261,20 +291,20 @@ void check_header(CommunicatorState& s, int peer, const FrameHeader& h, const Ex
   if (h.magic != kFrameMagic)
     s.fail_protocol(peer, fmt::format("not a niox collective frame (magic {:#010x})", h.magic));
   if (h.kind != FrameKind::data)
-    s.fail_protocol(peer, fmt::format("a frame of kind {} where data was due",
-                                      static_cast<int>(h.kind)));
+    s.fail_protocol(peer,
+                    fmt::format("a frame of kind {} where data was due", static_cast<int>(h.kind)));
   if (h.seq != l.recv_seq)
     s.fail_protocol(peer, fmt::format("frame {} where frame {} was due", h.seq, l.recv_seq));
   ReduceOp redop = has_redop(e.op) ? e.redop : ReduceOp::sum;
   ReduceOp hredop = has_redop(h.op) ? h.redop : ReduceOp::sum;
   if (h.op != e.op || h.type != e.type || hredop != redop || h.root != e.root ||
       h.count != e.count) {
-    s.fail(CollectiveError(
-        std::make_error_code(std::errc::invalid_argument),
-        fmt::format("mismatched calls: rank {} called {} where rank {} called {}", peer,
-                    describe_call(h.op, h.type, hredop, h.root, h.count), s.rank,
-                    describe_call(e.op, e.type, redop, e.root, e.count)),
-        peer));
+    s.fail(
+        CollectiveError(std::make_error_code(std::errc::invalid_argument),
+                        fmt::format("mismatched calls: rank {} called {} where rank {} called {}",
+                                    peer, describe_call(h.op, h.type, hredop, h.root, h.count),
+                                    s.rank, describe_call(e.op, e.type, redop, e.root, e.count)),
+                        peer));
     s.throw_failure();
   }
   if (h.offset != e.offset || h.length != length) {

@@ -12,20 +12,20 @@ namespace niox::collective::detail {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define NIOX_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define NIOX_REDUCE_CLONES
 #endif
 
-#define NIOX_REDUCE_FN(name, T, expr)                                                        \
-  NIOX_REDUCE_CLONES void name(T* __restrict d, const T* __restrict s, std::size_t n) {     \
-    for (std::size_t i = 0; i < n; ++i) {                                                    \
-      T a = d[i];                                                                            \
-      T b = s[i];                                                                            \
-      d[i] = (expr);                                                                         \
-    }                                                                                        \
+#define NIOX_REDUCE_FN(name, T, expr)                                                   \
+  NIOX_REDUCE_CLONES void name(T* __restrict d, const T* __restrict s, std::size_t n) { \
+    for (std::size_t i = 0; i < n; ++i) {                                               \
+      T a = d[i];                                                                       \
+      T b = s[i];                                                                       \
+      d[i] = (expr);                                                                    \
+    }                                                                                   \
   }
 
 #define NIOX_REDUCE_TYPE(T, suffix)                                                   \
@@ -51,20 +51,20 @@ NIOX_REDUCE_TYPE(double, f64)
 
 // Signed overflow is undefined in C++: the integers are combined as unsigned (two's complement
 // wrap-around, what MPI implementations give in practice) and compared as signed.
-#define NIOX_REDUCE_SIGNED(T, U, suffix)                                              \
-  NIOX_REDUCE_FN(sum_##suffix, T, static_cast<T>(static_cast<U>(a) + static_cast<U>(b))) \
+#define NIOX_REDUCE_SIGNED(T, U, suffix)                                                  \
+  NIOX_REDUCE_FN(sum_##suffix, T, static_cast<T>(static_cast<U>(a) + static_cast<U>(b)))  \
   NIOX_REDUCE_FN(prod_##suffix, T, static_cast<T>(static_cast<U>(a) * static_cast<U>(b))) \
-  NIOX_REDUCE_FN(min_##suffix, T, b < a ? b : a)                                      \
-  NIOX_REDUCE_FN(max_##suffix, T, a < b ? b : a)                                      \
-  void reduce_##suffix(void* d, const void* s, std::size_t n, ReduceOp op) noexcept { \
-    auto* dd = static_cast<T*>(d);                                                    \
-    auto* ss = static_cast<const T*>(s);                                              \
-    switch (op) {                                                                     \
-      case ReduceOp::sum: return sum_##suffix(dd, ss, n);                             \
-      case ReduceOp::prod: return prod_##suffix(dd, ss, n);                           \
-      case ReduceOp::min: return min_##suffix(dd, ss, n);                             \
-      case ReduceOp::max: return max_##suffix(dd, ss, n);                             \
-    }                                                                                 \
+  NIOX_REDUCE_FN(min_##suffix, T, b < a ? b : a)                                          \
+  NIOX_REDUCE_FN(max_##suffix, T, a < b ? b : a)                                          \
+  void reduce_##suffix(void* d, const void* s, std::size_t n, ReduceOp op) noexcept {     \
+    auto* dd = static_cast<T*>(d);                                                        \
+    auto* ss = static_cast<const T*>(s);                                                  \
+    switch (op) {                                                                         \
+      case ReduceOp::sum: return sum_##suffix(dd, ss, n);                                 \
+      case ReduceOp::prod: return prod_##suffix(dd, ss, n);                               \
+      case ReduceOp::min: return min_##suffix(dd, ss, n);                                 \
+      case ReduceOp::max: return max_##suffix(dd, ss, n);                                 \
+    }                                                                                     \
   }
 NIOX_REDUCE_SIGNED(std::int32_t, std::uint32_t, i32)
 NIOX_REDUCE_SIGNED(std::int64_t, std::uint64_t, i64)

@@ -67,7 +67,8 @@ Task<void> send_refusal(AsynchronousSocketChannel& ch, const std::string& why) {
   h.aux = 0;
   std::error_code ignored;
   h.length = why.size();
-  ByteBuffer bufs[2] = {wrap_bytes(&h, sizeof h), wrap_bytes(const_cast<char*>(why.data()), why.size())};
+  ByteBuffer bufs[2] = {wrap_bytes(&h, sizeof h),
+                        wrap_bytes(const_cast<char*>(why.data()), why.size())};
   co_await ch.write(std::span<ByteBuffer>(bufs, 2), ignored);
 }
 
@@ -98,9 +99,9 @@ Task<void> master(StatePtr s, Rendezvous rz) {
     FrameHeader h;
     HelloBody hello;
     bool ok = co_await read_exact(ch, &h, sizeof h);
-    if (!ok || h.magic != kFrameMagic || h.kind != FrameKind::hello ||
-        h.length != sizeof hello || !(co_await read_exact(ch, &hello, sizeof hello))) {
-      log(LogLevel::warn, "niox collective rendezvous: dropped a connection that is not a rank");
+    if (!ok || h.magic != kFrameMagic || h.kind != FrameKind::hello || h.length != sizeof hello ||
+        !(co_await read_exact(ch, &hello, sizeof hello))) {
+      log(LogLevel::warn, "collective rendezvous: dropped a connection that is not a rank");
       continue;
     }
     std::string why;
@@ -130,8 +131,11 @@ Task<void> master(StatePtr s, Rendezvous rz) {
     ++arrived;
   }
   listener.close();
-  std::uint64_t job = std::random_device{}() * 0x100000001ull ^ static_cast<std::uint64_t>(
-                          std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int i = 1; i < p; ++i)
+    if (host_of(table[i].host) == host_of(table[0].host)) ++s->local_ranks;
+  std::uint64_t job =
+      std::random_device{}() * 0x100000001ull ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   FrameHeader t;
   t.kind = FrameKind::table;
   t.count = static_cast<std::uint64_t>(p);
@@ -196,6 +200,9 @@ Task<void> member(StatePtr s, Rendezvous rz) {
     refuse(std::errc::connection_reset, "rank 0 closed the connection during the table", 0);
   const std::uint64_t job = t.aux;
   s->links[0].channel.emplace(std::move(up));
+  s->local_ranks = 0;
+  for (int i = 0; i < p; ++i)
+    if (host_of(table[i].host) == me.host_string()) ++s->local_ranks;
 
   for (int j = 1; j < r; ++j) {
     InetSocketAddress at(host_of(table[j].host), static_cast<std::uint16_t>(table[j].port));
@@ -218,8 +225,10 @@ Task<void> member(StatePtr s, Rendezvous rz) {
         x.kind != FrameKind::peer_hello || x.length != sizeof ph ||
         !(co_await read_exact(ch, &ph, sizeof ph)) || ph.job != job || ph.rank <= r ||
         ph.rank >= p || s->links[ph.rank].channel) {
-      log(LogLevel::warn, "niox collective rendezvous: rank {} dropped a connection that is not "
-          "one of its peers", r);
+      log(LogLevel::warn,
+          "collective rendezvous: rank {} dropped a connection that is not "
+          "one of its peers",
+          r);
       continue;
     }
     tune(ch);
@@ -251,8 +260,8 @@ Task<void> rendezvous(StatePtr s, Rendezvous rz) {
     int missing = 0;
     for (int i = 0; i < s->size; ++i)
       if (i != s->rank && !s->links[i].channel) ++missing;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(s->options.connect_timeout)
-                  .count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(s->options.connect_timeout).count();
     error = std::make_exception_ptr(CollectiveError(
         e.code(),
         e.code() == std::errc::timed_out

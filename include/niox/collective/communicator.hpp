@@ -93,11 +93,16 @@ inline constexpr bool is_data_type_v =
 template <class T>
 constexpr DataType data_type_of() noexcept {
   static_assert(is_data_type_v<T>, "collectives take uint8_t, int32_t, int64_t, float or double");
-  if constexpr (std::is_same_v<T, std::uint8_t>) return DataType::u8;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DataType::i32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DataType::i64;
-  else if constexpr (std::is_same_v<T, float>) return DataType::f32;
-  else return DataType::f64;
+  if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DataType::u8;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DataType::i32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DataType::i64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DataType::f32;
+  else
+    return DataType::f64;
 }
 
 // What a collective failed with: code() is a generic errno-style code (connection_reset,
@@ -139,6 +144,12 @@ struct CommunicatorOptions {
   std::size_t ring_threshold_bytes = 64 * 1024;
   // A loop thread of the communicator's own (see "Progress" above).
   bool progress_thread = false;
+  // Without a progress thread: how long a waiting caller polls the kernel for the next arrival
+  // before it sleeps (MPI's busy polling; a wake-up costs microseconds, each frame of an
+  // exchange pays one). Negative: 50 us when the ranks on this machine are no more than the
+  // CPUs this process may use, else 0 (spinning on an oversubscribed machine takes the CPU
+  // the awaited rank needs).
+  std::chrono::microseconds busy_poll{-1};
   // Run on this loop (its thread must be running it) instead of a loop of its own.
   EventLoop* loop = nullptr;
   // The options of the communicator's own loop.
