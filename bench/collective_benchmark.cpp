@@ -31,22 +31,38 @@ namespace {
 using niox::collective::Communicator;
 using niox::collective::ReduceOp;
 
-enum class Op { all_reduce, all_gather, broadcast, reduce, reduce_scatter, all_to_all, scatter, gather };
-constexpr std::pair<std::string_view, Op> kOps[] = {
-    {"all_reduce", Op::all_reduce}, {"all_gather", Op::all_gather},
-    {"broadcast", Op::broadcast},   {"reduce", Op::reduce},
-    {"reduce_scatter", Op::reduce_scatter}, {"all_to_all", Op::all_to_all},
-    {"scatter", Op::scatter},       {"gather", Op::gather}};
+enum class Op {
+  all_reduce,
+  all_gather,
+  broadcast,
+  reduce,
+  reduce_scatter,
+  all_to_all,
+  scatter,
+  gather
+};
+constexpr std::pair<std::string_view, Op> kOps[] = {{"all_reduce", Op::all_reduce},
+                                                    {"all_gather", Op::all_gather},
+                                                    {"broadcast", Op::broadcast},
+                                                    {"reduce", Op::reduce},
+                                                    {"reduce_scatter", Op::reduce_scatter},
+                                                    {"all_to_all", Op::all_to_all},
+                                                    {"scatter", Op::scatter},
+                                                    {"gather", Op::gather}};
 
 constexpr const char* kUsage =
     "usage: niox-collective-bench --op OP [--min BYTES] [--max BYTES] [--iters K] [--warmup W]\n"
-    "                             [--chunk-bytes B] [--ring-threshold B] [--progress-thread]\n"
+    "                             [--chunk-bytes B] [--ring-threshold B] [--busy-poll US]\n"
+    "                             [--progress-thread]\n"
     "  OP: all_reduce all_gather broadcast reduce reduce_scatter all_to_all scatter gather\n"
-    "  --chunk-bytes, --ring-threshold, --progress-thread: CommunicatorOptions' fields (tuning;\n"
+    "  --chunk-bytes, --ring-threshold, --busy-poll, --progress-thread: CommunicatorOptions'\n"
+    "  fields (tuning;\n"
     "  every rank must get the same)\n"
     "  run under a launcher: niox-collective-run -n N niox-collective-bench --op all_reduce\n";
 
-float value(int r, std::size_t i) { return static_cast<float>((i * 31 + static_cast<std::size_t>(r) * 17) % 251); }
+float value(int r, std::size_t i) {
+  return static_cast<float>((i * 31 + static_cast<std::size_t>(r) * 17) % 251);
+}
 constexpr float kPoison = -1.0f;
 
 bool parse(std::string_view s, std::size_t& out) {
@@ -146,7 +162,8 @@ struct Bench {
         case Op::gather: {
           int owner = 0;
           while (Communicator::block(total, p, owner).first +
-                     Communicator::block(total, p, owner).second <= i)
+                     Communicator::block(total, p, owner).second <=
+                 i)
             ++owner;
           w = value(owner, i);
           break;
@@ -213,11 +230,16 @@ int main(int argc, char** argv) {
       ok = parse(v, options.chunk_bytes);
     } else if (a == "--ring-threshold") {
       ok = parse(v, options.ring_threshold_bytes);
+    } else if (a == "--busy-poll") {
+      std::size_t us = 0;
+      ok = parse(v, us);
+      options.busy_poll = std::chrono::microseconds(us);
     } else {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(stderr, "niox-collective-bench: invalid %s '%s'\n%s", argv[i - 1], argv[i], kUsage);
+      std::fprintf(stderr, "niox-collective-bench: invalid %s '%s'\n%s", argv[i - 1], argv[i],
+                   kUsage);
       return 2;
     }
   }

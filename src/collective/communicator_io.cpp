@@ -68,32 +68,27 @@ CommunicatorState::CommunicatorState(int rank_, int size_, const CommunicatorOpt
 
 void CommunicatorState::drive(const std::function<bool()>& done) {
   using Clock = std::chrono::steady_clock;
-  const auto spin = busy_poll();
+  const auto spin = options.busy_poll;
   auto last = Clock::now();
   while (!done()) {
     if (spin.count() > 0) {
-      // Polls the ring without sleeping while things happen or for `spin` after the last one:
+      // Polls the ring without sleeping while things happen and for `spin` after the last one:
       // the next frame of an exchange usually comes within microseconds, and a thread that
-      // sleeps pays a wake-up for it.
+      // sleeps pays a wake-up for it. Between polls it yields: on a machine with more ranks
+      // than CPUs the rank it waits for gets the CPU at once (with a CPU free, the yield
+      // returns at once).
       if (loop->run_once(std::chrono::milliseconds(0)) > 0) {
         last = Clock::now();
         continue;
       }
-      if (Clock::now() - last < spin) continue;
+      if (Clock::now() - last < spin) {
+        sched_yield();
+        continue;
+      }
     }
     loop->run_once(std::chrono::milliseconds(100));
     last = Clock::now();
   }
-}
-
-std::chrono::microseconds CommunicatorState::busy_poll() const noexcept {
-  if (options.busy_poll.count() >= 0) return options.busy_poll;
-  // Spinning pays only when every rank here has a CPU to itself: on an oversubscribed machine
-  // it takes the CPU the rank it waits for needs.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return local_ranks <= cpus ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
 }
 
 void CommunicatorState::begin(Op op) {

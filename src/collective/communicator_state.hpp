@@ -54,11 +54,8 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
   // Set when the communicator's own loop is driven by its callers: the one thread that may.
   std::optional<std::thread::id> driver;
   bool driven_by(std::thread::id id) const noexcept { return driver && *driver == id; }
-  // Ranks on this machine (the rendezvous counts those whose address is this rank's).
-  int local_ranks = 1;
   // The driver runs the loop until done() (see CommunicatorOptions::busy_poll).
   void drive(const std::function<bool()>& done);
-  std::chrono::microseconds busy_poll() const noexcept;
   std::vector<Link> links;  // by rank; links[rank] has no channel
 
   // ---- the turn ----------------------------------------------------------------------------

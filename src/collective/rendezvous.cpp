@@ -131,8 +131,6 @@ Task<void> master(StatePtr s, Rendezvous rz) {
     ++arrived;
   }
   listener.close();
-  for (int i = 1; i < p; ++i)
-    if (host_of(table[i].host) == host_of(table[0].host)) ++s->local_ranks;
   std::uint64_t job =
       std::random_device{}() * 0x100000001ull ^
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -200,9 +198,6 @@ Task<void> member(StatePtr s, Rendezvous rz) {
     refuse(std::errc::connection_reset, "rank 0 closed the connection during the table", 0);
   const std::uint64_t job = t.aux;
   s->links[0].channel.emplace(std::move(up));
-  s->local_ranks = 0;
-  for (int i = 0; i < p; ++i)
-    if (host_of(table[i].host) == me.host_string()) ++s->local_ranks;
 
   for (int j = 1; j < r; ++j) {
     InetSocketAddress at(host_of(table[j].host), static_cast<std::uint16_t>(table[j].port));

@@ -144,12 +144,11 @@ struct CommunicatorOptions {
   std::size_t ring_threshold_bytes = 64 * 1024;
   // A loop thread of the communicator's own (see "Progress" above).
   bool progress_thread = false;
-  // Without a progress thread: how long a waiting caller polls the kernel for the next arrival
-  // before it sleeps (MPI's busy polling; a wake-up costs microseconds, each frame of an
-  // exchange pays one). Negative: 50 us when the ranks on this machine are no more than the
-  // CPUs this process may use, else 0 (spinning on an oversubscribed machine takes the CPU
-  // the awaited rank needs).
-  std::chrono::microseconds busy_poll{-1};
+  // Without a progress thread: how long a waiting caller keeps polling the kernel for the next
+  // arrival before it sleeps (MPI's busy polling: a wake-up costs microseconds, and each frame
+  // of an exchange would pay one). It yields the CPU between polls, so on a machine with more
+  // ranks than CPUs the awaited rank runs meanwhile. 0: sleep at once.
+  std::chrono::microseconds busy_poll{50};
   // Run on this loop (its thread must be running it) instead of a loop of its own.
   EventLoop* loop = nullptr;
   // The options of the communicator's own loop.
