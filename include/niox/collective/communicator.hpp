@@ -138,10 +138,12 @@ struct CommunicatorOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
   // The largest frame body; larger messages go as pipelined chunks. At least 64 bytes.
   std::size_t chunk_bytes = 256 * 1024;
-  // all_reduce and reduce: below this many bytes, recursive doubling (log2(size) rounds of
-  // whole messages); from it up, the ring (reduce-scatter then all-gather, 2(size-1) steps of
-  // a size-th each). The default is where the two cross on a loopback (bench/run collective).
-  std::size_t ring_threshold_bytes = 64 * 1024;
+  // all_reduce: below this many bytes, recursive doubling (log2(size) rounds of whole
+  // messages); from it up, the ring (reduce-scatter then all-gather, 2(size-1) steps of a
+  // size-th each). reduce and broadcast switch from a tree to the ring / a pipelined chain at
+  // the same size. The default is where the two all_reduce algorithms cross over loopback
+  // (niox-collective-bench --ring-threshold): about 128 KiB for 2 ranks, 256-512 KiB for 4.
+  std::size_t ring_threshold_bytes = 256 * 1024;
   // A loop thread of the communicator's own (see "Progress" above).
   bool progress_thread = false;
   // Without a progress thread: how long a waiting caller keeps polling the kernel for the next
