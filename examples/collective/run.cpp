@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
     } else if (a == "-n" || a == "--nproc") {
       auto v = value(a);
       if (!parse_number(v, 1, 1024, n)) {
-        std::cerr << "niox-collective-run: " << niox::examples::invalid_value(a, v, "expected 1-1024")
-                  << "\n";
+        std::cerr << "niox-collective-run: "
+                  << niox::examples::invalid_value(a, v, "expected 1-1024") << "\n";
         return 2;
       }
     } else if (a == "--master-addr") {
@@ -109,15 +109,15 @@ int main(int argc, char** argv) {
     } else if (a == "--master-port") {
       auto v = value(a);
       if (!parse_number(v, 1, 65535, port)) {
-        std::cerr << "niox-collective-run: " << niox::examples::invalid_value(a, v, "expected 1-65535")
-                  << "\n";
+        std::cerr << "niox-collective-run: "
+                  << niox::examples::invalid_value(a, v, "expected 1-65535") << "\n";
         return 2;
       }
     } else if (a == "--grace") {
       auto v = value(a);
       if (!parse_number(v, 0, 86400, grace)) {
-        std::cerr << "niox-collective-run: " << niox::examples::invalid_value(a, v, "expected 0-86400")
-                  << "\n";
+        std::cerr << "niox-collective-run: "
+                  << niox::examples::invalid_value(a, v, "expected 0-86400") << "\n";
         return 2;
       }
     } else if (a.starts_with("-")) {
@@ -135,12 +135,12 @@ int main(int argc, char** argv) {
   }
   if (port == 0) port = free_port(host);
   if (port <= 0) {
-    std::cerr << "niox-collective-run: found no free port on " << host << ": " << std::strerror(errno)
-              << "\n";
+    std::cerr << "niox-collective-run: found no free port on " << host << ": "
+              << std::strerror(errno) << "\n";
     return 1;
   }
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
       setenv("MASTER_ADDR", host.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::execvp(argv[i], argv + i);
-      std::fprintf(stderr, "niox-collective-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
+      std::fprintf(stderr, "niox-collective-run: cannot run %s: %s\n", argv[i],
+                   std::strerror(errno));
       _exit(127);
     }
     pids[r] = pid;

@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
     comm.all_gather(std::span<const float>(w), std::span(all));
     bool identical = true;
     for (int r = 0; r < size; ++r) {
-      identical = identical &&
-                  std::memcmp(&all[r * features], w.data(), features * sizeof(float)) == 0;
+      identical =
+          identical && std::memcmp(&all[r * features], w.data(), features * sizeof(float)) == 0;
     }
 
     // The same training in one process.
@@ -157,9 +157,10 @@ int main(int argc, char** argv) {
     }
     const bool close = worst <= 1e-4;
     if (rank == 0) {
-      std::printf("%d ranks: weights %s across ranks; largest difference from one process %.3g "
-                  "(tolerance 1e-4)\n",
-                  size, identical ? "identical bit for bit" : "DIFFER", worst);
+      std::printf(
+          "%d ranks: weights %s across ranks; largest difference from one process %.3g "
+          "(tolerance 1e-4)\n",
+          size, identical ? "identical bit for bit" : "DIFFER", worst);
     }
     return identical && close ? 0 : 1;
   } catch (const std::exception& e) {
