@@ -17,6 +17,7 @@
 
 #include <niox/async/spawn.hpp>
 #include <niox/async/when_all.hpp>
+#include <niox/base/log.hpp>
 
 #include <fmt/format.h>
 
@@ -622,6 +623,9 @@ void Communicator::release() noexcept {
     // Destroying the loop ends what is pending (its handlers run, the futures get the error);
     // on another thread than the driver's it must not touch the ring: leak it instead.
     if (!state_->driven_by(std::this_thread::get_id())) {
+      log(LogLevel::error,
+          "niox collective: a communicator destroyed away from the thread that drives it; its "
+          "loop is left as it is");
       (void)own_loop_.release();
     }
   }

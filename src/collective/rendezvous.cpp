@@ -84,6 +84,15 @@ void tune(AsynchronousSocketChannel& ch) {
   ch.set_option(StandardSocketOptions::tcp_nodelay, true);
 }
 
+Task<bool> read_hello(AsynchronousSocketChannel& ch, HelloBody& hello) {
+  FrameHeader h;
+  if (!(co_await read_exact(ch, &h, sizeof h)) || h.magic != kFrameMagic ||
+      h.kind != FrameKind::hello || h.length != sizeof hello) {
+    co_return false;
+  }
+  co_return co_await read_exact(ch, &hello, sizeof hello);
+}
+
 Task<void> master(StatePtr s, Rendezvous rz) {
   const int p = s->size;
   InetSocketAddress where(rz.master_host, rz.master_port);
@@ -96,11 +105,16 @@ Task<void> master(StatePtr s, Rendezvous rz) {
   int arrived = 1;
   while (arrived < p) {
     AsynchronousSocketChannel ch = co_await listener.accept();
-    FrameHeader h;
     HelloBody hello;
-    bool ok = co_await read_exact(ch, &h, sizeof h);
-    if (!ok || h.magic != kFrameMagic || h.kind != FrameKind::hello || h.length != sizeof hello ||
-        !(co_await read_exact(ch, &hello, sizeof hello))) {
+    // A connection that says nothing (a health check, a port scanner) must not hold the others
+    // up for long.
+    bool ok = false;
+    try {
+      auto patience = std::min<std::chrono::milliseconds>(5s, s->options.connect_timeout / 4);
+      ok = co_await with_timeout(*s->loop, read_hello(ch, hello), patience);
+    } catch (const std::system_error&) {
+    }
+    if (!ok) {
       log(LogLevel::warn, "collective rendezvous: dropped a connection that is not a rank");
       continue;
     }

@@ -174,7 +174,8 @@ void exercise(Communicator& comm, const std::vector<std::size_t>& sizes, bool pr
       // all_reduce
       auto v = inputs<T>(r, n, op);
       run(comm.async_all_reduce(std::span(v), op));
-      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], combined<T>(p, i, op)) << "all_reduce " << i;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(v[i], combined<T>(p, i, op)) << "all_reduce " << i;
       // reduce, to two roots, out of place and in place
       for (int root : {0, p - 1}) {
         auto in = inputs<T>(r, n, op);
@@ -217,7 +218,8 @@ void exercise(Communicator& comm, const std::vector<std::size_t>& sizes, bool pr
       auto [first, count] = Communicator::block(n, p, r);
       std::vector<T> mine(count);
       run(comm.async_scatter(std::span<const T>(all), std::span(mine), root));
-      for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(mine[i], mark<T>(root, first + i)) << "scatter";
+      for (std::size_t i = 0; i < count; ++i)
+        ASSERT_EQ(mine[i], mark<T>(root, first + i)) << "scatter";
     }
     {
       auto [first, count] = Communicator::block(n, p, r);
@@ -236,7 +238,8 @@ void exercise(Communicator& comm, const std::vector<std::size_t>& sizes, bool pr
       run(comm.async_all_gather(std::span<const T>(mine), std::span(everyone)));
       for (int k = 0; k < p; ++k) {
         auto [f, c] = Communicator::block(n, p, k);
-        for (std::size_t i = f; i < f + c; ++i) ASSERT_EQ(everyone[i], mark<T>(k, i)) << "all_gather";
+        for (std::size_t i = f; i < f + c; ++i)
+          ASSERT_EQ(everyone[i], mark<T>(k, i)) << "all_gather";
       }
     }
     // all_to_all: n elements per pair
@@ -274,7 +277,8 @@ class CommunicatorMatrixTest
     : public ::testing::TestWithParam<std::tuple<BackendVariant, int, bool>> {
  protected:
   void SetUp() override {
-    if (auto why = niox::test::backend_skip_reason(std::get<0>(GetParam()).kind)) GTEST_SKIP() << *why;
+    if (auto why = niox::test::backend_skip_reason(std::get<0>(GetParam()).kind))
+      GTEST_SKIP() << *why;
   }
   CommunicatorOptions options() const {
     const BackendVariant& b = std::get<0>(GetParam());
@@ -540,6 +544,59 @@ TEST_P(CommunicatorFailureTest, TheRendezvousDropsAStrangerAndGoesOn) {
   expect_no_errors(errors);
 }
 
+TEST_P(CommunicatorFailureTest, TheRendezvousDropsASilentStrangerAndGoesOn) {
+  const std::uint16_t port = free_port();
+  CommunicatorOptions o = options();
+  o.connect_timeout = 2s;  // a stranger gets a quarter of it to say hello
+  std::atomic<bool> done{false};
+  std::thread stranger([&] {
+    // Connects first and says nothing until the ranks are done.
+    int fd = -1;
+    while (!done) {
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(port);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
+      ::close(fd);
+      fd = -1;
+      std::this_thread::sleep_for(1ms);
+    }
+    while (!done) std::this_thread::sleep_for(5ms);
+    if (fd >= 0) ::close(fd);
+  });
+  std::this_thread::sleep_for(50ms);  // rank 0 listens and the stranger gets in first
+  std::vector<std::exception_ptr> errors(2);
+  std::thread rank0([&] {
+    try {
+      Rendezvous rz;
+      rz.rank = 0;
+      rz.size = 2;
+      rz.master_port = port;
+      Communicator comm(rz, o);
+      comm.barrier();
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  try {
+    Rendezvous rz;
+    rz.rank = 1;
+    rz.size = 2;
+    rz.master_port = port;
+    Communicator comm(rz, o);
+    comm.barrier();
+  } catch (...) {
+    errors[1] = std::current_exception();
+  }
+  rank0.join();
+  done = true;
+  stranger.join();
+  expect_no_errors(errors);
+}
+
 TEST_P(CommunicatorFailureTest, TheRendezvousRefusesADuplicateRankOrAnotherWorldSize) {
   for (int twist = 0; twist < 2; ++twist) {
     const std::uint16_t port = free_port();
@@ -787,7 +844,7 @@ TEST_P(CollectiveProcessTest, ARankKilledMidAllReduceFailsTheOthersNamingIt) {
   // links, and the launcher's grace is longer still, so that it never ends them itself.
   std::string out = niox::test::run_command(
       env() + NIOX_COLLECTIVE_RUN_PROGRAM " --grace 120 -n 3 " NIOX_COLLECTIVE_TEST_RANK_PROGRAM
-              " die 1 30000 2>&1",
+                                          " die 1 30000 2>&1",
       &status);
   EXPECT_NE(status, 0) << out;
   EXPECT_NE(out.find("rank 1 was killed by signal 9"), std::string::npos) << out;
@@ -804,9 +861,10 @@ TEST_P(CollectiveProcessTest, ARankKilledMidAllReduceFailsTheOthersNamingIt) {
 TEST_P(CollectiveProcessTest, TheTrainingExampleAgreesAcrossRanksAndWithOneProcess) {
 #ifdef NIOX_COLLECTIVE_TRAIN_PROGRAM
   int status = -1;
-  std::string out = niox::test::run_command(
-      env() + NIOX_COLLECTIVE_RUN_PROGRAM " -n 3 " NIOX_COLLECTIVE_TRAIN_PROGRAM " --epochs 30 2>&1",
-      &status);
+  std::string out =
+      niox::test::run_command(env() + NIOX_COLLECTIVE_RUN_PROGRAM
+                                  " -n 3 " NIOX_COLLECTIVE_TRAIN_PROGRAM " --epochs 30 2>&1",
+                              &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("identical bit for bit"), std::string::npos) << out;
 #else

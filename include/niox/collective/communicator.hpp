@@ -207,7 +207,8 @@ class Communicator {
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
-  // close(), and stops the communicator's own loop.
+  // close(), and stops the communicator's own loop. A caller-driven communicator is
+  // destroyed on the thread that drives it (elsewhere its loop is left alone, and leaks).
   ~Communicator();
 
   int rank() const noexcept { return rank_; }
