@@ -70,6 +70,9 @@ void CommunicatorState::drive(const std::function<bool()>& done) {
   using Clock = std::chrono::steady_clock;
   const auto spin = options.busy_poll;
   auto last = Clock::now();
+  // The watchdog counts only time the operations could move: not what the caller spent
+  // elsewhere since it started one.
+  progress();
   while (!done()) {
     if (spin.count() > 0) {
       // Polls the ring without sleeping while things happen and for `spin` after the last one:
@@ -314,56 +317,90 @@ void check_header(CommunicatorState& s, int peer, const FrameHeader& h, const Ex
   }
 }
 
-Task<void> recv_frame(StatePtr s, int peer, Expect e, std::byte* dst, std::size_t length) {
+// Frames of a message go in batches: one gathering write sends up to kBatch frames, one
+// scattering read takes as many of them as have arrived, each header and body to its place, so
+// that a long message keeps the socket full and costs a system call per batch, not per chunk.
+constexpr std::size_t kBatch = 16;
+
+// The frames of `bytes` at dst (chunked by chunk_bytes; one empty frame for 0 bytes), e.offset
+// the first one's offset. At most kBatch frames.
+Task<void> recv_frames(StatePtr s, int peer, Expect e, std::byte* dst, std::size_t bytes) {
   s->throw_if_failed();
   auto& l = s->links[peer];
-  FrameHeader h;
-  ByteBuffer bufs[2] = {wrap_bytes(&h, sizeof h), wrap_bytes(dst, length)};
-  bool checked = false;
+  const std::size_t chunk = s->options.chunk_bytes;
+  const std::size_t frames = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  FrameHeader headers[kBatch];
+  ByteBuffer bufs[2 * kBatch];
+  for (std::size_t i = 0; i < frames; ++i) {
+    std::size_t off = i * chunk;
+    bufs[2 * i] = wrap_bytes(&headers[i], sizeof(FrameHeader));
+    bufs[2 * i + 1] = wrap_bytes(dst + off, std::min(chunk, bytes - off));
+  }
+  std::size_t first = 0;    // the first buffer with room
+  std::size_t checked = 0;  // frames whose header was checked
   l.reading = true;
   for (;;) {
-    if (!checked && !bufs[0].has_remaining()) {
+    // Each header is checked as soon as it is whole: an abort or a mismatch is seen before
+    // the body it announces has arrived.
+    while (checked < frames && !bufs[2 * checked].has_remaining()) {
+      const FrameHeader& h = headers[checked];
+      std::size_t len = bufs[2 * checked + 1].limit();
       if (h.magic == kFrameMagic && h.kind == FrameKind::abort) {
         l.reading = false;
-        std::string have(reinterpret_cast<const char*>(dst),
-                         std::min<std::size_t>(bufs[1].position(), h.length));
+        std::string have(reinterpret_cast<const char*>(dst + checked * chunk),
+                         std::min<std::size_t>(bufs[2 * checked + 1].position(), h.length));
         co_await take_abort(s, peer, h, std::move(have));
       }
-      check_header(*s, peer, h, e, length);
-      checked = true;
+      Expect ec = e;
+      ec.offset = e.offset + checked * chunk;
+      check_header(*s, peer, h, ec, len);
+      ++l.recv_seq;
+      ++checked;
     }
-    if (checked && !bufs[1].has_remaining()) break;
+    while (first < 2 * frames && !bufs[first].has_remaining()) ++first;
+    if (first == 2 * frames) break;
     std::error_code ec;
-    std::int64_t n = checked ? co_await l.channel->read(bufs[1], ec)
-                             : co_await l.channel->read(std::span<ByteBuffer>(bufs, 2), ec);
+    std::int64_t n =
+        first + 1 == 2 * frames
+            ? co_await l.channel->read(bufs[first], ec)
+            : co_await l.channel->read(std::span<ByteBuffer>(bufs + first, 2 * frames - first), ec);
     if (ec || n < 0 || (n == 0 && !s->failed())) {
       l.reading = false;
       if (s->failed()) s->throw_failure();
-      // An abort frame whose sender closed before its reason was whole still names the rank.
       s->fail_link(peer, ec);
     }
     s->progress();
   }
   l.reading = false;
-  ++l.recv_seq;
 }
 
-Task<void> send_frame(StatePtr s, int peer, Expect e, const std::byte* body, std::size_t length) {
+// The frames of `bytes` at body (as recv_frames), in one gathering write.
+Task<void> send_frames(StatePtr s, int peer, Expect e, const std::byte* body, std::size_t bytes) {
   s->throw_if_failed();
   auto& l = s->links[peer];
-  FrameHeader h;
-  h.op = e.op;
-  h.type = e.type;
-  h.redop = e.redop;
-  h.root = e.root;
-  h.count = e.count;
-  h.offset = e.offset;
-  h.length = length;
-  h.seq = l.send_seq++;
-  ByteBuffer bufs[2] = {wrap_bytes(&h, sizeof h), wrap_bytes(const_cast<std::byte*>(body), length)};
+  const std::size_t chunk = s->options.chunk_bytes;
+  const std::size_t frames = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  FrameHeader headers[kBatch];
+  ByteBuffer bufs[2 * kBatch];
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < frames; ++i) {
+    std::size_t off = i * chunk;
+    std::size_t len = std::min(chunk, bytes - off);
+    FrameHeader& h = headers[i];
+    h.op = e.op;
+    h.type = e.type;
+    h.redop = e.redop;
+    h.root = e.root;
+    h.count = e.count;
+    h.offset = e.offset + off;
+    h.length = len;
+    h.seq = l.send_seq++;
+    bufs[n++] = wrap_bytes(&h, sizeof h);
+    if (len) bufs[n++] = wrap_bytes(const_cast<std::byte*>(body + off), len);
+  }
   l.writing = true;
   std::error_code ec;
-  co_await l.channel->write(std::span<ByteBuffer>(bufs, length ? 2 : 1), ec);
+  co_await l.channel->write(std::span<ByteBuffer>(bufs, n), ec);
   l.writing = false;
   if (s->failed()) s->throw_failure();
   if (ec) s->fail_link(peer, ec);
@@ -373,25 +410,25 @@ Task<void> send_frame(StatePtr s, int peer, Expect e, const std::byte* body, std
 }  // namespace
 
 Task<void> send_message(StatePtr s, int peer, Expect e, const std::byte* data, std::size_t bytes) {
-  const std::size_t chunk = s->options.chunk_bytes;
+  const std::size_t batch = s->options.chunk_bytes * kBatch;
   const std::uint64_t base = e.offset;
   std::size_t off = 0;
   do {
-    std::size_t len = std::min(chunk, bytes - off);
+    std::size_t len = std::min(batch, bytes - off);
     e.offset = base + off;
-    co_await send_frame(s, peer, e, data + off, len);
+    co_await send_frames(s, peer, e, data + off, len);
     off += len;
   } while (off < bytes);
 }
 
 Task<void> recv_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes) {
-  const std::size_t chunk = s->options.chunk_bytes;
+  const std::size_t batch = s->options.chunk_bytes * kBatch;
   const std::uint64_t base = e.offset;
   std::size_t off = 0;
   do {
-    std::size_t len = std::min(chunk, bytes - off);
+    std::size_t len = std::min(batch, bytes - off);
     e.offset = base + off;
-    co_await recv_frame(s, peer, e, data + off, len);
+    co_await recv_frames(s, peer, e, data + off, len);
     off += len;
   } while (off < bytes);
 }
@@ -405,7 +442,7 @@ Task<void> recv_reduce_message(StatePtr s, int peer, Expect e, std::byte* acc, s
   do {
     std::size_t len = std::min(chunk, bytes - off);
     e.offset = base + off;
-    co_await recv_frame(s, peer, e, staging, len);
+    co_await recv_frames(s, peer, e, staging, len);
     reduce_into(acc + off, staging, len / es, e.type, e.redop);
     off += len;
   } while (off < bytes);
@@ -420,7 +457,7 @@ Task<void> recv_then_reduce_message(StatePtr s, int peer, Expect e, std::byte* d
   do {
     std::size_t len = std::min(chunk, bytes - off);
     e.offset = base + off;
-    co_await recv_frame(s, peer, e, dst + off, len);
+    co_await recv_frames(s, peer, e, dst + off, len);
     reduce_into(dst + off, own + off, len / es, e.type, e.redop);
     off += len;
   } while (off < bytes);
