@@ -55,10 +55,9 @@ constexpr const char* kUsage =
     "                             [--chunk-bytes B] [--ring-threshold B] [--busy-poll US]\n"
     "                             [--progress-thread]\n"
     "  OP: all_reduce all_gather broadcast reduce reduce_scatter all_to_all scatter gather\n"
-    "  --chunk-bytes, --ring-threshold, --busy-poll, --progress-thread: CommunicatorOptions'\n"
-    "  fields (tuning;\n"
-    "  every rank must get the same)\n"
-    "  run under a launcher: niox-collective-run -n N niox-collective-bench --op all_reduce\n";
+    "  --chunk-bytes, --ring-threshold, --busy-poll and --progress-thread set the\n"
+    "  CommunicatorOptions fields of those names (every rank must get the same).\n"
+    "  Run it under a launcher: niox-collective-run -n N niox-collective-bench --op all_reduce\n";
 
 float value(int r, std::size_t i) {
   return static_cast<float>((i * 31 + static_cast<std::size_t>(r) * 17) % 251);
@@ -250,6 +249,11 @@ int main(int argc, char** argv) {
   try {
     Communicator comm = Communicator::from_environment(options);
     Bench b{comm, *op, comm.size(), comm.rank(), {}, {}};
+    if (b.r == 0) {
+      // Which backend ran, for bench/run's notes (stdout holds only the figures).
+      std::fprintf(stderr, "niox-collective-bench: %d ranks, backend %s\n", b.p,
+                   std::string(niox::to_string(comm.loop().backend())).c_str());
+    }
     bool all_ok = true;
     for (std::size_t bytes = min; bytes <= max; bytes *= 2) {
       if (!b.size(bytes)) continue;

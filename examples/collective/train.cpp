@@ -158,9 +158,9 @@ int main(int argc, char** argv) {
     const bool close = worst <= 1e-4;
     if (rank == 0) {
       std::printf(
-          "%d ranks: weights %s across ranks; largest difference from one process %.3g "
+          "%d rank%s: weights %s across ranks; largest difference from one process %.3g "
           "(tolerance 1e-4)\n",
-          size, identical ? "identical bit for bit" : "DIFFER", worst);
+          size, size == 1 ? "" : "s", identical ? "identical bit for bit" : "DIFFER", worst);
     }
     return identical && close ? 0 : 1;
   } catch (const std::exception& e) {
