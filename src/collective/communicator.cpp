@@ -114,6 +114,11 @@ void check_type(CommunicatorState& s, const RawSpan& a, const RawSpan& b) {
 // Runs `body` holding the turn; an error in it closes the communicator, and every operation
 // that was, is or will be in line throws the same error.
 Task<void> run_op(StatePtr s, Op op, Task<void> body) {
+  if (s->driven_by(std::this_thread::get_id()) && !niox::detail::on_loop_thread()) {
+    throw std::logic_error(
+        "niox collective: an operation of a caller-driven communicator awaited outside its loop; "
+        "use the blocking form, or give the Task to start()");
+  }
   co_await resume_on(*s->loop);
   co_await s->turn();
   std::exception_ptr error;

@@ -728,6 +728,8 @@ TEST_P(CommunicatorFailureTest, ACallerDrivenCommunicatorRefusesOtherThreads) {
       checked = true;
     });
     other.join();
+    // Its own thread may not sync_wait a Task either: nobody would drive the loop meanwhile.
+    EXPECT_THROW(sync_wait(comm.async_barrier()), std::logic_error);
     f.get();
   });
   expect_no_errors(errors);

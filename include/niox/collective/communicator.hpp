@@ -5,16 +5,17 @@
 //   auto comm = collective::Communicator::from_environment();   // under a launcher
 //   std::vector<float> grad = compute_gradient(comm.rank());
 //   comm.all_reduce(std::span(grad), collective::ReduceOp::sum);  // blocking
-//   co_await comm.async_all_reduce(std::span(grad), ReduceOp::sum);   // in a coroutine
 //   collective::Future f = comm.start(comm.async_barrier());           // a future: f.get()
+//   co_await comm.async_all_reduce(std::span(grad), ReduceOp::sum);   // in a coroutine on
+//                                                                       // the communicator's loop
 //
 // Every rank calls the same operations in the same order with matching arguments (MPI's rule).
-// Every message is a frame: a 48-byte header (what call it belongs to, which slice, how long)
-// and its body, written with one gathering write and read with one scattering read straight
-// into the slice of the caller's buffer it belongs to. Only a reduction stages what it
-// receives, in a buffer of one chunk, before it folds it into the result. Large messages go as
-// chunks (Options::chunk_bytes), so a ring step's sending, receiving and reducing overlap
-// across ranks.
+// A message goes as frames of at most Options::chunk_bytes: a 48-byte header (what call it
+// belongs to, which slice, how long) and the body. Up to 16 frames leave in one gathering write
+// and arrive in one scattering read, each header and body in its place: the body straight in
+// the slice of the caller's buffer it belongs to. Only a reduction stages what it receives, a
+// chunk at a time, before it folds it into the result; chunks let a ring step's sending,
+// receiving and reducing overlap across ranks.
 //
 // Rendezvous. Rank 0 listens on the master address; the others connect to it, say which rank
 // they are and where they listen, and get back the table of every rank's address; then every
@@ -44,6 +45,10 @@
 //     hand-offs (a few microseconds each when a core is free).
 //   - With Options::loop, it runs on that loop (whose thread runs it): co_await its operations
 //     from coroutines there.
+// The async_* Tasks are awaited by coroutines on the communicator's loop: one given to start(),
+// or one running on the loop of Options::loop or of progress_thread. A caller-driven
+// communicator's Task awaited from its own thread outside those (sync_wait()) would wait for a
+// loop nobody drives: it throws std::logic_error instead.
 // Either way the operations run one at a time, in the order they were called. The blocking
 // forms must not be called on an event loop's thread (BlockingOperationException: co_await the
 // async form instead).
