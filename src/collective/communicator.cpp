@@ -84,6 +84,17 @@ Block block_bytes(std::size_t n, int p, int i, std::size_t es) {
   return {first * es, count * es};
 }
 
+// Rank r's block of an n-element buffer, failing the call unless `given` (the span the caller
+// passed as `name`) holds exactly that many elements.
+Block own_block(CommunicatorState& s, std::size_t n, const RawSpan& given, const char* name) {
+  const std::size_t es = size_of(given.type);
+  Block own = block_bytes(n, s.size, s.rank, es);
+  if (given.bytes() != own.bytes)
+    s.fail_argument(fmt::format("block {} of {} elements holds {}, {} holds {}", s.rank, n,
+                                own.bytes / es, name, given.count));
+  return own;
+}
+
 Expect expect(Op op, const RawSpan& s, std::uint64_t count, ReduceOp redop = ReduceOp::sum,
               int root = -1) {
   Expect e;
@@ -372,67 +383,53 @@ Task<void> broadcast_body(StatePtr s, RawSpan data, int root) {
 
 // ---- scatter, gather, all_gather, reduce_scatter, all_to_all -----------------------------
 
-Task<void> scatter_body(StatePtr s, RawSpan send, RawSpan recv, int root) {
+// The root's n-element buffer `whole` and every rank's block `mine`, for scatter (from the root)
+// and gather (to it): the root talks to every rank at once.
+Task<void> rooted_blocks(StatePtr s, Op op, RawSpan whole, RawSpan mine, int root) {
   check_root(*s, root);
+  const bool to_root = op == Op::gather;
   const int p = s->size;
   const int r = s->rank;
-  const std::size_t es = size_of(recv.type);
+  const std::size_t es = size_of(mine.type);
   if (r != root) {
-    co_await recv_message(s, root, expect(Op::scatter, recv, recv.count, ReduceOp::sum, root),
-                          bytes_of(recv), recv.bytes());
+    Expect e = expect(op, mine, mine.count, ReduceOp::sum, root);
+    if (to_root) {
+      co_await send_message(s, root, e, bytes_of(mine), mine.bytes());
+    } else {
+      co_await recv_message(s, root, e, bytes_of(mine), mine.bytes());
+    }
     co_return;
   }
-  check_type(*s, send, recv);
-  Block own = block_bytes(send.count, p, r, es);
-  if (recv.bytes() != own.bytes)
-    s->fail_argument(fmt::format("block {} of {} elements holds {}, the root's recv {}", r,
-                                 send.count, own.bytes / es, recv.count));
-  copy_bytes(recv.data, bytes_of(send) + own.first, own.bytes);
+  check_type(*s, whole, mine);
+  Block own = own_block(*s, whole.count, mine, to_root ? "the root's send" : "the root's recv");
+  if (to_root) {
+    copy_bytes(bytes_of(whole) + own.first, mine.data, own.bytes);
+  } else {
+    copy_bytes(mine.data, bytes_of(whole) + own.first, own.bytes);
+  }
   std::vector<Task<void>> parts;
   for (int i = 0; i < p; ++i) {
     if (i == r) continue;
-    Block b = block_bytes(send.count, p, i, es);
-    parts.push_back(send_message(s, i, expect(Op::scatter, send, b.bytes / es, ReduceOp::sum, root),
-                                 bytes_of(send) + b.first, b.bytes));
+    Block b = block_bytes(whole.count, p, i, es);
+    Expect e = expect(op, whole, b.bytes / es, ReduceOp::sum, root);
+    parts.push_back(to_root ? recv_message(s, i, e, bytes_of(whole) + b.first, b.bytes)
+                            : send_message(s, i, e, bytes_of(whole) + b.first, b.bytes));
   }
   co_await when_all(std::move(parts));
 }
 
+Task<void> scatter_body(StatePtr s, RawSpan send, RawSpan recv, int root) {
+  return rooted_blocks(std::move(s), Op::scatter, send, recv, root);
+}
+
 Task<void> gather_body(StatePtr s, RawSpan send, RawSpan recv, int root) {
-  check_root(*s, root);
-  const int p = s->size;
-  const int r = s->rank;
-  const std::size_t es = size_of(send.type);
-  if (r != root) {
-    co_await send_message(s, root, expect(Op::gather, send, send.count, ReduceOp::sum, root),
-                          bytes_of(send), send.bytes());
-    co_return;
-  }
-  check_type(*s, send, recv);
-  Block own = block_bytes(recv.count, p, r, es);
-  if (send.bytes() != own.bytes)
-    s->fail_argument(fmt::format("block {} of {} elements holds {}, the root's send {}", r,
-                                 recv.count, own.bytes / es, send.count));
-  copy_bytes(bytes_of(recv) + own.first, send.data, own.bytes);
-  std::vector<Task<void>> parts;
-  for (int i = 0; i < p; ++i) {
-    if (i == r) continue;
-    Block b = block_bytes(recv.count, p, i, es);
-    parts.push_back(recv_message(s, i, expect(Op::gather, recv, b.bytes / es, ReduceOp::sum, root),
-                                 bytes_of(recv) + b.first, b.bytes));
-  }
-  co_await when_all(std::move(parts));
+  return rooted_blocks(std::move(s), Op::gather, recv, send, root);
 }
 
 Task<void> all_gather_body(StatePtr s, RawSpan send, RawSpan recv) {
   check_type(*s, send, recv);
   const int p = s->size;
-  const int r = s->rank;
-  const std::size_t es = size_of(recv.type);
-  Block own = block_bytes(recv.count, p, r, es);
-  if (send.bytes() != own.bytes)
-    s->fail_argument(fmt::format("block {} of {} elements holds {}, send {}", r, recv.count,
-                                 own.bytes / es, send.count));
+  Block own = own_block(*s, recv.count, send, "send");
   if (bytes_of(recv) + own.first != send.data)
     copy_bytes(bytes_of(recv) + own.first, send.data, own.bytes);
   if (p == 1) co_return;
@@ -443,12 +440,7 @@ Task<void> all_gather_body(StatePtr s, RawSpan send, RawSpan recv) {
 Task<void> reduce_scatter_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op) {
   check_type(*s, send, recv);
   const int p = s->size;
-  const int r = s->rank;
-  const std::size_t es = size_of(send.type);
-  Block own = block_bytes(send.count, p, r, es);
-  if (recv.bytes() != own.bytes)
-    s->fail_argument(fmt::format("block {} of {} elements holds {}, recv {}", r, send.count,
-                                 own.bytes / es, recv.count));
+  Block own = own_block(*s, send.count, recv, "recv");
   if (p == 1) {
     if (recv.data != send.data) copy_bytes(recv.data, send.data, own.bytes);
     co_return;

@@ -322,13 +322,17 @@ void check_header(CommunicatorState& s, int peer, const FrameHeader& h, const Ex
 // that a long message keeps the socket full and costs a system call per batch, not per chunk.
 constexpr std::size_t kBatch = 16;
 
+std::size_t frame_count(std::size_t bytes, std::size_t chunk) {
+  return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+}
+
 // The frames of `bytes` at dst (chunked by chunk_bytes; one empty frame for 0 bytes), e.offset
 // the first one's offset. At most kBatch frames.
 Task<void> recv_frames(StatePtr s, int peer, Expect e, std::byte* dst, std::size_t bytes) {
   s->throw_if_failed();
   auto& l = s->links[peer];
   const std::size_t chunk = s->options.chunk_bytes;
-  const std::size_t frames = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  const std::size_t frames = frame_count(bytes, chunk);
   FrameHeader headers[kBatch];
   ByteBuffer bufs[2 * kBatch];
   for (std::size_t i = 0; i < frames; ++i) {
@@ -379,7 +383,7 @@ Task<void> send_frames(StatePtr s, int peer, Expect e, const std::byte* body, st
   s->throw_if_failed();
   auto& l = s->links[peer];
   const std::size_t chunk = s->options.chunk_bytes;
-  const std::size_t frames = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  const std::size_t frames = frame_count(bytes, chunk);
   FrameHeader headers[kBatch];
   ByteBuffer bufs[2 * kBatch];
   std::size_t n = 0;
@@ -409,28 +413,32 @@ Task<void> send_frames(StatePtr s, int peer, Expect e, const std::byte* body, st
 
 }  // namespace
 
-Task<void> send_message(StatePtr s, int peer, Expect e, const std::byte* data, std::size_t bytes) {
+namespace {
+// A message in batches of kBatch frames, sent or received.
+Task<void> move_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes,
+                        bool sending) {
   const std::size_t batch = s->options.chunk_bytes * kBatch;
   const std::uint64_t base = e.offset;
   std::size_t off = 0;
   do {
     std::size_t len = std::min(batch, bytes - off);
     e.offset = base + off;
-    co_await send_frames(s, peer, e, data + off, len);
+    if (sending) {
+      co_await send_frames(s, peer, e, data + off, len);
+    } else {
+      co_await recv_frames(s, peer, e, data + off, len);
+    }
     off += len;
   } while (off < bytes);
 }
+}  // namespace
+
+Task<void> send_message(StatePtr s, int peer, Expect e, const std::byte* data, std::size_t bytes) {
+  return move_message(std::move(s), peer, e, const_cast<std::byte*>(data), bytes, true);
+}
 
 Task<void> recv_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes) {
-  const std::size_t batch = s->options.chunk_bytes * kBatch;
-  const std::uint64_t base = e.offset;
-  std::size_t off = 0;
-  do {
-    std::size_t len = std::min(batch, bytes - off);
-    e.offset = base + off;
-    co_await recv_frames(s, peer, e, data + off, len);
-    off += len;
-  } while (off < bytes);
+  return move_message(std::move(s), peer, e, data, bytes, false);
 }
 
 Task<void> recv_reduce_message(StatePtr s, int peer, Expect e, std::byte* acc, std::size_t bytes) {

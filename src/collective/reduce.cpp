@@ -28,30 +28,10 @@ namespace {
     }                                                                                   \
   }
 
-#define NIOX_REDUCE_TYPE(T, suffix)                                                   \
-  NIOX_REDUCE_FN(sum_##suffix, T, static_cast<T>(a + b))                              \
-  NIOX_REDUCE_FN(prod_##suffix, T, static_cast<T>(a * b))                             \
-  NIOX_REDUCE_FN(min_##suffix, T, b < a ? b : a)                                      \
-  NIOX_REDUCE_FN(max_##suffix, T, a < b ? b : a)                                      \
-  void reduce_##suffix(void* d, const void* s, std::size_t n, ReduceOp op) noexcept { \
-    auto* dd = static_cast<T*>(d);                                                    \
-    auto* ss = static_cast<const T*>(s);                                              \
-    switch (op) {                                                                     \
-      case ReduceOp::sum: return sum_##suffix(dd, ss, n);                             \
-      case ReduceOp::prod: return prod_##suffix(dd, ss, n);                           \
-      case ReduceOp::min: return min_##suffix(dd, ss, n);                             \
-      case ReduceOp::max: return max_##suffix(dd, ss, n);                             \
-    }                                                                                 \
-  }
-
-// uint8_t sums and products wrap modulo 256, as unsigned arithmetic does.
-NIOX_REDUCE_TYPE(std::uint8_t, u8)
-NIOX_REDUCE_TYPE(float, f32)
-NIOX_REDUCE_TYPE(double, f64)
-
-// Signed overflow is undefined in C++: the integers are combined as unsigned (two's complement
-// wrap-around, what MPI implementations give in practice) and compared as signed.
-#define NIOX_REDUCE_SIGNED(T, U, suffix)                                                  \
+// T combined as U: uint8_t as unsigned (wrapping modulo 256 once stored), the signed integers
+// as their unsigned twins (signed overflow is undefined in C++: two's complement wrap-around
+// is what MPI implementations give in practice), compared as T.
+#define NIOX_REDUCE_TYPE(T, U, suffix)                                                    \
   NIOX_REDUCE_FN(sum_##suffix, T, static_cast<T>(static_cast<U>(a) + static_cast<U>(b)))  \
   NIOX_REDUCE_FN(prod_##suffix, T, static_cast<T>(static_cast<U>(a) * static_cast<U>(b))) \
   NIOX_REDUCE_FN(min_##suffix, T, b < a ? b : a)                                          \
@@ -66,8 +46,12 @@ NIOX_REDUCE_TYPE(double, f64)
       case ReduceOp::max: return max_##suffix(dd, ss, n);                                 \
     }                                                                                     \
   }
-NIOX_REDUCE_SIGNED(std::int32_t, std::uint32_t, i32)
-NIOX_REDUCE_SIGNED(std::int64_t, std::uint64_t, i64)
+
+NIOX_REDUCE_TYPE(std::uint8_t, unsigned, u8)
+NIOX_REDUCE_TYPE(std::int32_t, std::uint32_t, i32)
+NIOX_REDUCE_TYPE(std::int64_t, std::uint64_t, i64)
+NIOX_REDUCE_TYPE(float, float, f32)
+NIOX_REDUCE_TYPE(double, double, f64)
 
 }  // namespace
 

@@ -48,6 +48,22 @@ std::uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
+// A blocking connection to 127.0.0.1:port, retried every millisecond until something listens
+// there or `stop` is set; -1 then.
+int connect_when_listening(std::uint16_t port, const std::atomic<bool>& stop) {
+  while (!stop) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(1ms);
+  }
+  return -1;
+}
+
 // Runs body(comm) on `n` ranks, one thread each; returns each rank's exception (or null).
 std::vector<std::exception_ptr> run_ranks(int n, const CommunicatorOptions& options,
                                           const std::function<void(Communicator&)>& body,
@@ -474,18 +490,8 @@ TEST_P(CommunicatorFailureTest, GarbageOnALinkIsABadFrameNamingTheSender) {
     }
   });
   // Rank 1 by hand: a proper hello, then bytes that are not a frame.
-  int fd = -1;
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
-    ::close(fd);
-    fd = -1;
-    std::this_thread::sleep_for(10ms);
-  }
+  std::atomic<bool> never{false};
+  int fd = connect_when_listening(port, never);
   ASSERT_GE(fd, 0);
   detail::FrameHeader h;
   h.kind = detail::FrameKind::hello;
@@ -515,20 +521,11 @@ TEST_P(CommunicatorFailureTest, TheRendezvousDropsAStrangerAndGoesOn) {
   const std::uint16_t port = free_port();
   std::atomic<bool> stop{false};
   std::thread stranger([&] {
-    // Knocks on the master's port with bytes that are not a hello until the ranks are done.
-    while (!stop) {
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(port);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        ::send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
-        ::close(fd);
-        break;
-      }
+    // Knocks on the master's port with bytes that are not a hello.
+    int fd = connect_when_listening(port, stop);
+    if (fd >= 0) {
+      ::send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
       ::close(fd);
-      std::this_thread::sleep_for(1ms);
     }
   });
   auto errors = run_ranks(
@@ -551,46 +548,27 @@ TEST_P(CommunicatorFailureTest, TheRendezvousDropsASilentStrangerAndGoesOn) {
   std::atomic<bool> done{false};
   std::thread stranger([&] {
     // Connects first and says nothing until the ranks are done.
-    int fd = -1;
-    while (!done) {
-      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(port);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
-      ::close(fd);
-      fd = -1;
-      std::this_thread::sleep_for(1ms);
-    }
+    int fd = connect_when_listening(port, done);
     while (!done) std::this_thread::sleep_for(5ms);
     if (fd >= 0) ::close(fd);
   });
   std::this_thread::sleep_for(50ms);  // rank 0 listens and the stranger gets in first
   std::vector<std::exception_ptr> errors(2);
-  std::thread rank0([&] {
+  auto join = [&](int r) {
     try {
       Rendezvous rz;
-      rz.rank = 0;
+      rz.rank = r;
       rz.size = 2;
       rz.master_port = port;
       Communicator comm(rz, o);
       comm.barrier();
     } catch (...) {
-      errors[0] = std::current_exception();
+      errors[r] = std::current_exception();
     }
-  });
+  };
+  std::thread rank0(join, 0);
   std::this_thread::sleep_for(100ms);
-  try {
-    Rendezvous rz;
-    rz.rank = 1;
-    rz.size = 2;
-    rz.master_port = port;
-    Communicator comm(rz, o);
-    comm.barrier();
-  } catch (...) {
-    errors[1] = std::current_exception();
-  }
+  join(1);
   rank0.join();
   done = true;
   stranger.join();
