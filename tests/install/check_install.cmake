@@ -21,6 +21,12 @@ if(NOT last_output MATCHES "ByteBuffer\\[pos=4 lim=16 cap=16\\]")
   message(FATAL_ERROR "unexpected consumer output: ${last_output}")
 endif()
 
+run(${WORK_DIR}/cmake-build/collective_consumer)
+message(STATUS "find_package collective consumer: ${last_output}")
+if(NOT last_output MATCHES "collective: 1 rank")
+  message(FATAL_ERROR "unexpected collective consumer output: ${last_output}")
+endif()
+
 # pkg-config route: compile the same source with the flags niox.pc gives.
 find_program(PKG_CONFIG pkg-config REQUIRED)
 find_program(CXX NAMES c++ g++ clang++ REQUIRED)
