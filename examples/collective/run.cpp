@@ -72,6 +72,13 @@ std::string describe(int status) {
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
+// One write per message: the ranks write to the same terminal or pipe at the same time, and
+// std::cerr's pieces would interleave with their lines.
+void say(const std::string& line) {
+  std::string text = "niox-collective-run: " + line + "\n";
+  (void)!::write(STDERR_FILENO, text.data(), text.size());
+}
+
 int exit_code(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
@@ -186,7 +193,7 @@ int main(int argc, char** argv) {
       pids[r] = -1;
       --running;
       if (status != 0) {
-        std::cerr << "niox-collective-run: rank " << r << " " << describe(status) << "\n";
+        say("rank " + std::to_string(r) + " " + describe(status));
         if (first_failure == 0) {
           first_failure = exit_code(status);
           if (first_failure == 0) first_failure = 1;
@@ -202,8 +209,8 @@ int main(int argc, char** argv) {
         if (p > 0) ::kill(p, g_signal);
     }
     if (!terminated && Clock::now() >= deadline) {
-      std::cerr << "niox-collective-run: terminating the ranks still running " << grace
-                << " s after the first failure\n";
+      say("terminating the ranks still running " + std::to_string(grace) +
+          " s after the first failure");
       for (pid_t p : pids)
         if (p > 0) ::kill(p, SIGTERM);
       terminated = true;
