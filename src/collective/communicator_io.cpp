@@ -155,31 +155,59 @@ void CommunicatorState::watchdog_tick() {
 void CommunicatorState::fail(const CollectiveError& error) {
   if (failure_) return;
   failure_.emplace(error);
-  // The reason travels to every peer whose link is between frames (a peer in the middle of a
-  // frame from us would take it for body bytes); the others learn from the closed link.
-  // Without the code's message: the peer's CollectiveError adds its own.
-  std::string text = bare_what(error);
-  if (text.size() > 4000) text.resize(4000);
+  // The reason travels to every peer, as an abort frame where the link stands between frames.
+  // A link with a write in flight is in the middle of a frame: it is closed when the write
+  // ends (write_ended(), which sends the abort frame after it) or after a grace period, when
+  // the peer does not read. Without the code's message: the peer's CollectiveError adds its own.
+  abort_text_ = bare_what(error);
+  if (abort_text_.size() > 4000) abort_text_.resize(4000);
+  bool deferred = false;
   for (int i = 0; i < size; ++i) {
     Link& l = links[i];
     if (!l.channel || !l.channel->is_open()) continue;
-    if (!l.writing) {
-      FrameHeader h;
-      h.kind = FrameKind::abort;
-      h.seq = l.send_seq++;
-      h.count = static_cast<std::uint64_t>(error.code().value());
-      h.length = text.size();
-      h.aux = static_cast<std::uint64_t>(static_cast<std::int64_t>(error.rank()));
-      iovec iov[2] = {{&h, sizeof h}, {text.data(), text.size()}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      // Best effort: a full socket buffer means the peer is not reading; it sees the close.
-      (void)::sendmsg(l.channel->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (l.writing) {
+      l.closing = true;
+      deferred = true;
+    } else {
+      close_link(i, true);
     }
-    ::shutdown(l.channel->native_handle(), SHUT_RDWR);
-    l.channel->close();
   }
+  if (deferred) {
+    auto grace =
+        std::min<std::chrono::milliseconds>(options.timeout, std::chrono::milliseconds(200));
+    loop->schedule(grace, [weak = weak_from_this()] {
+      if (auto s = weak.lock()) {
+        for (int i = 0; i < s->size; ++i)
+          if (s->links[i].closing) s->close_link(i, false);
+      }
+    });
+  }
+}
+
+void CommunicatorState::close_link(int i, bool tell) {
+  Link& l = links[i];
+  l.closing = false;
+  if (!l.channel || !l.channel->is_open()) return;
+  if (tell) {
+    FrameHeader h;
+    h.kind = FrameKind::abort;
+    h.seq = l.send_seq++;
+    h.count = static_cast<std::uint64_t>(failure_->code().value());
+    h.length = abort_text_.size();
+    h.aux = static_cast<std::uint64_t>(static_cast<std::int64_t>(failure_->rank()));
+    iovec iov[2] = {{&h, sizeof h}, {abort_text_.data(), abort_text_.size()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    // Best effort: a full socket buffer means the peer is not reading; it sees the close.
+    (void)::sendmsg(l.channel->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  ::shutdown(l.channel->native_handle(), SHUT_RDWR);
+  l.channel->close();
+}
+
+void CommunicatorState::write_ended(int peer, std::error_code ec) {
+  if (links[peer].closing) close_link(peer, !ec);
 }
 
 void CommunicatorState::fail(std::exception_ptr error) {
@@ -406,7 +434,10 @@ Task<void> send_frames(StatePtr s, int peer, Expect e, const std::byte* body, st
   std::error_code ec;
   co_await l.channel->write(std::span<ByteBuffer>(bufs, n), ec);
   l.writing = false;
-  if (s->failed()) s->throw_failure();
+  if (s->failed()) {
+    s->write_ended(peer, ec);
+    s->throw_failure();
+  }
   if (ec) s->fail_link(peer, ec);
   s->progress();
 }

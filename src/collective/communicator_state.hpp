@@ -45,6 +45,7 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
     std::uint32_t recv_seq = 0;
     bool reading = false;
     bool writing = false;
+    bool closing = false;  // failed with a write in flight: closed when it ends
   };
 
   const int rank;
@@ -88,6 +89,9 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
   // The same for an exception that ended an operation.
   void fail(std::exception_ptr error);
   // An I/O error or end of stream on the link to `peer`.
+  // The write in flight on the link to `peer` ended (ec: how) after the failure: the link
+  // closes, with the abort frame after the write when it went out whole.
+  void write_ended(int peer, std::error_code ec);
   [[noreturn]] void fail_link(int peer, std::error_code ec);
   std::optional<CollectiveError> told_abort(int peer);
   [[noreturn]] void fail_protocol(int peer, const std::string& what);
@@ -102,11 +106,14 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
  private:
   void arm_watchdog();
   void watchdog_tick();
+  // Closes the link to rank i, telling the peer why first when `tell`.
+  void close_link(int i, bool tell);
 
   bool busy_ = false;
   std::deque<std::coroutine_handle<>> queue_;
   Op op_ = Op::none;
   std::optional<CollectiveError> failure_;
+  std::string abort_text_;  // the failure's reason, as abort frames carry it
   std::chrono::steady_clock::time_point last_progress_{};
   bool watchdog_armed_ = false;
   std::vector<std::byte> staging_;
