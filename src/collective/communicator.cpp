@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -118,8 +119,7 @@ void check_root(CommunicatorState& s, int root) {
 
 void check_type(CommunicatorState& s, const RawSpan& a, const RawSpan& b) {
   if (a.type != b.type)
-    s.fail_argument(
-        fmt::format("send holds {} and recv holds {}", to_string(a.type), to_string(b.type)));
+    s.fail_argument(fmt::format("its spans hold {} and {}", to_string(a.type), to_string(b.type)));
 }
 
 // Runs `body` holding the turn; an error in it closes the communicator, and every operation
@@ -169,13 +169,14 @@ Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t
     vr = r - extra;
   }
   if (vr >= 0) {
-    std::vector<std::byte> theirs(bytes);
+    // Not folded chunk by chunk: `data` is being sent while the peer's copy arrives.
+    std::byte* theirs = s->scratch(CommunicatorState::kCarry0, bytes);
     for (int mask = 1; mask < p2; mask <<= 1) {
       int pv = vr ^ mask;
       int peer = pv < extra ? pv * 2 + 1 : pv + extra;
       co_await when_all(send_message(s, peer, e, data, bytes),
-                        recv_message(s, peer, e, theirs.data(), bytes));
-      reduce_into(data, theirs.data(), bytes / size_of(e.type), e.type, e.redop);
+                        recv_message(s, peer, e, theirs, bytes));
+      reduce_into(data, theirs, bytes / size_of(e.type), e.type, e.redop);
     }
   }
   if (r < 2 * extra) {
@@ -187,33 +188,24 @@ Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t
   }
 }
 
-// Reduce-scatter in place: rank r ends with block r of the result in `data`.
-Task<void> ring_reduce_scatter_in_place(StatePtr s, Expect e, std::byte* data, std::size_t n) {
+// p - 1 steps around the ring, in place in `data`: each rank sends block (r - shift - step) to
+// its right and receives block (r - shift - 1 - step) from its left, folding it in (`fold`: the
+// reduce-scatter, shift 1, after which rank r holds block r of the result) or storing it (the
+// all-gather, shift 0, which passes the finished blocks on).
+Task<void> ring_in_place(StatePtr s, Expect e, std::byte* data, std::size_t n, int shift,
+                         bool fold) {
   const int p = s->size;
   const int r = s->rank;
   const std::size_t es = size_of(e.type);
   const int right = mod(r + 1, p);
   const int left = mod(r - 1, p);
   for (int step = 0; step < p - 1; ++step) {
-    Block sb = block_bytes(n, p, mod(r - 1 - step, p), es);
-    Block rb = block_bytes(n, p, mod(r - 2 - step, p), es);
+    Block sb = block_bytes(n, p, mod(r - shift - step, p), es);
+    Block rb = block_bytes(n, p, mod(r - shift - 1 - step, p), es);
+    Task<void> in = fold ? recv_reduce_message(s, left, at(e, rb.first), data + rb.first, rb.bytes)
+                         : recv_message(s, left, at(e, rb.first), data + rb.first, rb.bytes);
     co_await when_all(send_message(s, right, at(e, sb.first), data + sb.first, sb.bytes),
-                      recv_reduce_message(s, left, at(e, rb.first), data + rb.first, rb.bytes));
-  }
-}
-
-// All-gather in place: rank r holds block r of `data`; the others land where they belong.
-Task<void> ring_all_gather_in_place(StatePtr s, Expect e, std::byte* data, std::size_t n) {
-  const int p = s->size;
-  const int r = s->rank;
-  const std::size_t es = size_of(e.type);
-  const int right = mod(r + 1, p);
-  const int left = mod(r - 1, p);
-  for (int step = 0; step < p - 1; ++step) {
-    Block sb = block_bytes(n, p, mod(r - step, p), es);
-    Block rb = block_bytes(n, p, mod(r - step - 1, p), es);
-    co_await when_all(send_message(s, right, at(e, sb.first), data + sb.first, sb.bytes),
-                      recv_message(s, left, at(e, rb.first), data + rb.first, rb.bytes));
+                      std::move(in));
   }
 }
 
@@ -231,21 +223,21 @@ Task<void> ring_reduce_scatter_into(StatePtr s, Expect e, const std::byte* in, s
   Block last = block_bytes(n, p, r, es);
   // In place (out inside in): the last step cannot receive over the own block it folds in.
   const bool aliased = out + last.bytes > in && out < in + n * es;
-  std::vector<std::byte> carry[2];
+  std::byte* carry[2] = {nullptr, nullptr};
   if (p > 2 || aliased) {
-    carry[0].resize(biggest);
-    carry[1].resize(biggest);
+    carry[0] = s->scratch(CommunicatorState::kCarry0, biggest);
+    carry[1] = s->scratch(CommunicatorState::kCarry1, biggest);
   }
   for (int step = 0; step < p - 1; ++step) {
     Block sb = block_bytes(n, p, mod(r - 1 - step, p), es);
     Block rb = block_bytes(n, p, mod(r - 2 - step, p), es);
-    const std::byte* src = step == 0 ? in + sb.first : carry[(step - 1) & 1].data();
-    std::byte* dst = step == p - 2 && !aliased ? out : carry[step & 1].data();
+    const std::byte* src = step == 0 ? in + sb.first : carry[(step - 1) & 1];
+    std::byte* dst = step == p - 2 && !aliased ? out : carry[step & 1];
     co_await when_all(
         send_message(s, right, at(e, sb.first), src, sb.bytes),
         recv_then_reduce_message(s, left, at(e, rb.first), dst, in + rb.first, rb.bytes));
   }
-  if (aliased) copy_bytes(out, carry[(p - 2) & 1].data(), last.bytes);
+  if (aliased) copy_bytes(out, carry[(p - 2) & 1], last.bytes);
 }
 
 Task<void> all_reduce_body(StatePtr s, RawSpan data, ReduceOp op) {
@@ -255,8 +247,8 @@ Task<void> all_reduce_body(StatePtr s, RawSpan data, ReduceOp op) {
   if (bytes < s->options.ring_threshold_bytes || data.count < static_cast<std::size_t>(s->size)) {
     co_await recursive_doubling(s, e, bytes_of(data), bytes);
   } else {
-    co_await ring_reduce_scatter_in_place(s, e, bytes_of(data), data.count);
-    co_await ring_all_gather_in_place(s, e, bytes_of(data), data.count);
+    co_await ring_in_place(s, e, bytes_of(data), data.count, 1, true);
+    co_await ring_in_place(s, e, bytes_of(data), data.count, 0, false);
   }
 }
 
@@ -283,15 +275,8 @@ Task<void> reduce_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op, int 
   const int vr = mod(r - root, p);
   if (bytes < s->options.ring_threshold_bytes || send.count < static_cast<std::size_t>(p)) {
     // A binomial tree towards the root: log2(p) rounds.
-    std::vector<std::byte> mine;
-    std::byte* acc;
-    if (is_root) {
-      acc = bytes_of(recv);
-      if (recv.data != send.data) copy_bytes(acc, send.data, bytes);
-    } else {
-      mine.assign(bytes_of(send), bytes_of(send) + bytes);
-      acc = mine.data();
-    }
+    std::byte* acc = is_root ? bytes_of(recv) : s->scratch(CommunicatorState::kBlock, bytes);
+    copy_bytes(acc, send.data, bytes);
     for (int mask = 1; mask < p; mask <<= 1) {
       if ((vr & mask) == 0) {
         int child = vr | mask;
@@ -305,14 +290,8 @@ Task<void> reduce_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op, int 
   }
   // The ring's reduce-scatter, then the blocks to the root, straight into its recv.
   Block mine = block_bytes(send.count, p, r, es);
-  std::vector<std::byte> block;
-  std::byte* out;
-  if (is_root) {
-    out = bytes_of(recv) + mine.first;
-  } else {
-    block.resize(mine.bytes);
-    out = block.data();
-  }
+  std::byte* out =
+      is_root ? bytes_of(recv) + mine.first : s->scratch(CommunicatorState::kBlock, mine.bytes);
   co_await ring_reduce_scatter_into(s, e, bytes_of(send), send.count, out);
   if (is_root) {
     std::vector<Task<void>> parts;
@@ -361,12 +340,17 @@ Task<void> broadcast_body(StatePtr s, RawSpan data, int root) {
     co_await send_message(s, next, e, d, bytes);
     co_return;
   }
+  if (!has_next) {
+    // The chain's end passes nothing on: it reads the frames in batches.
+    co_await recv_message(s, prev, e, d, bytes);
+    co_return;
+  }
   const std::size_t chunk = s->options.chunk_bytes;
   std::size_t off = 0;
   std::size_t sent = 0;
   while (off < bytes) {
     std::size_t len = std::min(chunk, bytes - off);
-    if (has_next && sent < off) {
+    if (sent < off) {
       std::size_t slen = std::min(chunk, bytes - sent);
       co_await when_all(send_message(s, next, at(e, sent), d + sent, slen),
                         recv_message(s, prev, at(e, off), d + off, len));
@@ -376,9 +360,7 @@ Task<void> broadcast_body(StatePtr s, RawSpan data, int root) {
     }
     off += len;
   }
-  if (has_next && sent < bytes) {
-    co_await send_message(s, next, at(e, sent), d + sent, bytes - sent);
-  }
+  if (sent < bytes) co_await send_message(s, next, at(e, sent), d + sent, bytes - sent);
 }
 
 // ---- scatter, gather, all_gather, reduce_scatter, all_to_all -----------------------------
@@ -433,8 +415,8 @@ Task<void> all_gather_body(StatePtr s, RawSpan send, RawSpan recv) {
   if (bytes_of(recv) + own.first != send.data)
     copy_bytes(bytes_of(recv) + own.first, send.data, own.bytes);
   if (p == 1) co_return;
-  co_await ring_all_gather_in_place(s, expect(Op::all_gather, recv, recv.count), bytes_of(recv),
-                                    recv.count);
+  co_await ring_in_place(s, expect(Op::all_gather, recv, recv.count), bytes_of(recv), recv.count, 0,
+                         false);
 }
 
 Task<void> reduce_scatter_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op) {
@@ -501,15 +483,20 @@ Task<void> recv_body(StatePtr s, RawSpan data, int peer) {
                         data.bytes());
 }
 
+// The whole of `text` as a number in [min, max], or std::invalid_argument naming `name`.
+long parse_number(const char* name, const char* text, long min, long max, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || x < min || x > max)
+    throw std::invalid_argument(fmt::format("{}={} is not {}", name, text, what));
+  return x;
+}
+
 int env_int(const char* name, bool& found) {
   const char* v = std::getenv(name);
   found = v && *v;
-  if (!found) return 0;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1'000'000)
-    throw std::invalid_argument(fmt::format("{}={} is not a rank or a size", name, v));
-  return static_cast<int>(x);
+  return found ? static_cast<int>(parse_number(name, v, 0, 1'000'000, "a rank or a size")) : 0;
 }
 
 }  // namespace
@@ -552,11 +539,8 @@ Rendezvous Rendezvous::from_environment() {
     throw std::invalid_argument("MASTER_ADDR and MASTER_PORT must name where rank 0 listens");
   if (addr && *addr) rz.master_host = addr;
   if (port && *port) {
-    char* end = nullptr;
-    long p = std::strtol(port, &end, 10);
-    if (*end != '\0' || p <= 0 || p > 65535)
-      throw std::invalid_argument(fmt::format("MASTER_PORT={} is not a port", port));
-    rz.master_port = static_cast<std::uint16_t>(p);
+    rz.master_port =
+        static_cast<std::uint16_t>(detail::parse_number("MASTER_PORT", port, 1, 65535, "a port"));
   }
   return rz;
 }
@@ -642,8 +626,6 @@ bool Communicator::driven_here() const {
   return true;
 }
 
-void Communicator::drive_until(const std::function<bool()>& done) { state_->drive(done); }
-
 void Communicator::close() {
   if (!state_) return;
   auto run = [s = state_] {
@@ -700,16 +682,13 @@ void Communicator::wait(Task<void> operation) {
     sync_wait(std::move(operation));
     return;
   }
+  // Checked before start(): a call that may not wait must not leave its operation queued.
   if (niox::detail::on_loop_thread())
     throw BlockingOperationException(
         "niox collective: a blocking call on an event loop thread would block the loop; "
         "co_await the async form");
   driven_here();
-  detail::FutureState fs;
-  co_spawn(*state_->loop, std::move(operation),
-           [&fs](std::exception_ptr e) { finish(fs, std::move(e)); });
-  drive_until([&] { return fs.done; });
-  if (fs.error) std::rethrow_exception(fs.error);
+  start(std::move(operation)).get();
 }
 
 // ---- Future --------------------------------------------------------------------------------

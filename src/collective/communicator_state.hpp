@@ -100,8 +100,13 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
   // A byte moved: the watchdog's clock starts again.
   void progress() noexcept { last_progress_ = std::chrono::steady_clock::now(); }
 
-  // The reduction's staging buffer (one chunk).
-  std::byte* staging();
+  // Work areas that outlive operations, so that no operation allocates (and zero-fills) its
+  // buffers again: kStaging holds the chunk a reduction receives, the others what an algorithm
+  // keeps for a whole message (recursive doubling's copy of the peer's data, the ring's two
+  // carried blocks, a non-root's reduced block). Each grows to the largest size asked of it and
+  // stays until the communicator goes.
+  enum Scratch { kStaging, kCarry0, kCarry1, kBlock, kScratchAreas };
+  std::byte* scratch(Scratch area, std::size_t bytes);
 
  private:
   void arm_watchdog();
@@ -116,7 +121,7 @@ class CommunicatorState : public std::enable_shared_from_this<CommunicatorState>
   std::string abort_text_;  // the failure's reason, as abort frames carry it
   std::chrono::steady_clock::time_point last_progress_{};
   bool watchdog_armed_ = false;
-  std::vector<std::byte> staging_;
+  std::vector<std::byte> scratch_[kScratchAreas];
 };
 
 using StatePtr = std::shared_ptr<CommunicatorState>;

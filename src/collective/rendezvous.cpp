@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -65,11 +66,10 @@ Task<void> send_refusal(AsynchronousSocketChannel& ch, const std::string& why) {
   h.kind = FrameKind::abort;
   h.count = static_cast<std::uint64_t>(std::errc::invalid_argument);
   h.aux = 0;
-  std::error_code ignored;
-  h.length = why.size();
-  ByteBuffer bufs[2] = {wrap_bytes(&h, sizeof h),
-                        wrap_bytes(const_cast<char*>(why.data()), why.size())};
-  co_await ch.write(std::span<ByteBuffer>(bufs, 2), ignored);
+  try {
+    co_await write_frame(ch, h, why.data(), why.size());
+  } catch (const std::system_error&) {
+  }
 }
 
 void set_host(char (&out)[64], const std::string& host) {
@@ -84,13 +84,38 @@ void tune(AsynchronousSocketChannel& ch) {
   ch.set_option(StandardSocketOptions::tcp_nodelay, true);
 }
 
-Task<bool> read_hello(AsynchronousSocketChannel& ch, HelloBody& hello) {
+Task<bool> read_hello(AsynchronousSocketChannel& ch, FrameKind kind, HelloBody& hello) {
+  // Awaited in statements of their own, not in the if: GCC 12 miscompiles a co_await in an
+  // if condition (docs/coroutines.md).
   FrameHeader h;
-  if (!(co_await read_exact(ch, &h, sizeof h)) || h.magic != kFrameMagic ||
-      h.kind != FrameKind::hello || h.length != sizeof hello) {
+  bool whole = co_await read_exact(ch, &h, sizeof h);
+  if (!whole || h.magic != kFrameMagic || h.kind != kind || h.length != sizeof hello) {
     co_return false;
   }
-  co_return co_await read_exact(ch, &hello, sizeof hello);
+  whole = co_await read_exact(ch, &hello, sizeof hello);
+  co_return whole;
+}
+
+// The next connection on `listener` that greets with a `kind` frame. One that says something
+// else, or nothing for a quarter of connect_timeout (5 s at most: a health check, a port
+// scanner), is dropped and the next one taken.
+// The state by reference: the callers hold it, and the awaited call then makes no temporary
+// with a destructor (GCC 12 can destroy one twice when the result initialises a variable).
+Task<std::pair<AsynchronousSocketChannel, HelloBody>> accept_greeting(
+    CommunicatorState& s, AsynchronousServerSocketChannel& listener, FrameKind kind) {
+  const auto patience = std::min<std::chrono::milliseconds>(5s, s.options.connect_timeout / 4);
+  for (;;) {
+    AsynchronousSocketChannel ch = co_await listener.accept();
+    HelloBody hello;
+    bool ok = false;
+    try {
+      ok = co_await with_timeout(*s.loop, read_hello(ch, kind, hello), patience);
+    } catch (const std::system_error&) {
+    }
+    if (ok) co_return std::pair{std::move(ch), hello};
+    log(LogLevel::warn, "collective rendezvous: rank {} dropped a connection that is not a rank",
+        s.rank);
+  }
 }
 
 Task<void> master(StatePtr s, Rendezvous rz) {
@@ -104,20 +129,7 @@ Task<void> master(StatePtr s, Rendezvous rz) {
   table[0].port = rz.master_port;
   int arrived = 1;
   while (arrived < p) {
-    AsynchronousSocketChannel ch = co_await listener.accept();
-    HelloBody hello;
-    // A connection that says nothing (a health check, a port scanner) must not hold the others
-    // up for long.
-    bool ok = false;
-    try {
-      auto patience = std::min<std::chrono::milliseconds>(5s, s->options.connect_timeout / 4);
-      ok = co_await with_timeout(*s->loop, read_hello(ch, hello), patience);
-    } catch (const std::system_error&) {
-    }
-    if (!ok) {
-      log(LogLevel::warn, "collective rendezvous: dropped a connection that is not a rank");
-      continue;
-    }
+    auto [ch, hello] = co_await accept_greeting(*s, listener, FrameKind::hello);
     std::string why;
     if (hello.size != p) {
       why = fmt::format("rank {} says the world has {} ranks, rank 0 says {}", hello.rank,
@@ -157,10 +169,11 @@ Task<void> master(StatePtr s, Rendezvous rz) {
   }
 }
 
-Task<AsynchronousSocketChannel> connect_retrying(StatePtr s, InetSocketAddress to, bool retry) {
+Task<AsynchronousSocketChannel> connect_retrying(CommunicatorState& s, InetSocketAddress to,
+                                                 bool retry) {
   for (;;) {
     auto ch = AsynchronousSocketChannel::open(
-        *s->loop, to.is_ipv6() ? ProtocolFamily::inet6 : ProtocolFamily::inet);
+        *s.loop, to.is_ipv6() ? ProtocolFamily::inet6 : ProtocolFamily::inet);
     std::error_code ec;
     co_await ch.connect(to, ec);
     if (!ec) co_return ch;
@@ -170,7 +183,7 @@ Task<AsynchronousSocketChannel> connect_retrying(StatePtr s, InetSocketAddress t
              fmt::format("cannot connect to {}:{}: {}", to.host_string(), to.port(), ec.message()));
     }
     // Rank 0 may not be listening yet: launchers start every rank at once.
-    co_await sleep_for(*s->loop, 20ms);
+    co_await sleep_for(*s.loop, 20ms);
   }
 }
 
@@ -178,7 +191,7 @@ Task<void> member(StatePtr s, Rendezvous rz) {
   const int p = s->size;
   const int r = s->rank;
   InetSocketAddress master_at(rz.master_host, rz.master_port);
-  AsynchronousSocketChannel up = co_await connect_retrying(s, master_at, true);
+  AsynchronousSocketChannel up = co_await connect_retrying(*s, master_at, true);
   tune(up);
   // Peers reach this rank on the interface its route to the master left from.
   InetSocketAddress me = up.local_address()->inet();
@@ -197,7 +210,8 @@ Task<void> member(StatePtr s, Rendezvous rz) {
   co_await write_frame(up, h, &hello, sizeof hello);
 
   FrameHeader t;
-  if (!(co_await read_exact(up, &t, sizeof t)) || t.magic != kFrameMagic)
+  bool whole = co_await read_exact(up, &t, sizeof t);
+  if (!whole || t.magic != kFrameMagic)
     refuse(std::errc::connection_reset, "rank 0 closed the connection before the table came", 0);
   if (t.kind == FrameKind::abort) {
     std::string why(std::min<std::size_t>(t.length, 4000), '\0');
@@ -208,14 +222,15 @@ Task<void> member(StatePtr s, Rendezvous rz) {
       t.length != p * sizeof(TableEntry))
     refuse(std::errc::protocol_error, "rank 0 sent no table of the ranks", 0);
   std::vector<TableEntry> table(p);
-  if (!(co_await read_exact(up, table.data(), t.length)))
+  whole = co_await read_exact(up, table.data(), t.length);
+  if (!whole)
     refuse(std::errc::connection_reset, "rank 0 closed the connection during the table", 0);
   const std::uint64_t job = t.aux;
   s->links[0].channel.emplace(std::move(up));
 
   for (int j = 1; j < r; ++j) {
     InetSocketAddress at(host_of(table[j].host), static_cast<std::uint16_t>(table[j].port));
-    AsynchronousSocketChannel ch = co_await connect_retrying(s, at, false);
+    AsynchronousSocketChannel ch = co_await connect_retrying(*s, at, false);
     tune(ch);
     HelloBody ph;
     ph.rank = r;
@@ -227,17 +242,9 @@ Task<void> member(StatePtr s, Rendezvous rz) {
     s->links[j].channel.emplace(std::move(ch));
   }
   for (int k = r + 1; k < p;) {
-    AsynchronousSocketChannel ch = co_await listener.accept();
-    FrameHeader x;
-    HelloBody ph;
-    if (!(co_await read_exact(ch, &x, sizeof x)) || x.magic != kFrameMagic ||
-        x.kind != FrameKind::peer_hello || x.length != sizeof ph ||
-        !(co_await read_exact(ch, &ph, sizeof ph)) || ph.job != job || ph.rank <= r ||
-        ph.rank >= p || s->links[ph.rank].channel) {
-      log(LogLevel::warn,
-          "collective rendezvous: rank {} dropped a connection that is not "
-          "one of its peers",
-          r);
+    auto [ch, ph] = co_await accept_greeting(*s, listener, FrameKind::peer_hello);
+    if (ph.job != job || ph.rank <= r || ph.rank >= p || s->links[ph.rank].channel) {
+      log(LogLevel::warn, "collective rendezvous: rank {} dropped a connection of another job", r);
       continue;
     }
     tune(ch);

@@ -11,9 +11,9 @@
 //
 // Every rank calls the same operations in the same order with matching arguments (MPI's rule).
 // A message goes as frames of at most Options::chunk_bytes: a 48-byte header (what call it
-// belongs to, which slice, how long) and the body. Up to 16 frames leave in one gathering write
-// and arrive in one scattering read, each header and body in its place: the body straight in
-// the slice of the caller's buffer it belongs to. Only a reduction stages what it receives, a
+// belongs to, which slice, how long) and the body. Up to 16 frames leave in one gathering write;
+// each arrives with one scattering read of its header and its body, the body straight in the
+// slice of the caller's buffer it belongs to. Only a reduction stages what it receives, a
 // chunk at a time, before it folds it into the result; chunks let a ring step's sending,
 // receiving and reducing overlap across ranks.
 //
@@ -72,7 +72,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -356,7 +355,6 @@ class Communicator {
 
   int rank_ = 0;
   int size_ = 1;
-  void drive_until(const std::function<bool()>& done);
   bool driven_here() const;
   void release() noexcept;
 
