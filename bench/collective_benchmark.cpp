@@ -6,7 +6,8 @@
 //
 // For each size from --min to --max (doubling), after --warmup untimed calls, every rank times
 // --iters calls one by one (what a collective writes is reset before each call, outside the
-// timed part), the slowest rank's mean time is the figure, and rank 0 prints
+// timed part, by a plain copy or fill as in the peers), the slowest rank's mean time is the
+// figure, and rank 0 prints
 //   bytes=N us=T algbw_GBps=A busbw_GBps=B ok=1
 // bytes is the full buffer (all_gather, gather: the gathered one; reduce_scatter, scatter: the
 // one split up), algbw = bytes / time, busbw is nccl-tests' bus bandwidth (algbw times 2(n-1)/n
@@ -86,9 +87,14 @@ struct Bench {
     auto [first, count] = Communicator::block(total, p, r);
     switch (op) {
       case Op::all_reduce:
+        in.resize(total);
+        for (std::size_t i = 0; i < total; ++i) in[i] = value(r, i);
+        out.assign(total, 0);
+        break;
       case Op::broadcast:
         in.clear();
-        out.assign(total, 0);
+        out.resize(total);
+        for (std::size_t i = 0; i < total; ++i) out[i] = r == 0 ? value(0, i) : kPoison;
         break;
       case Op::reduce:
       case Op::all_to_all:
@@ -118,9 +124,9 @@ struct Bench {
 
   void prepare() {
     if (op == Op::all_reduce) {
-      for (std::size_t i = 0; i < total; ++i) out[i] = value(r, i);
+      std::copy(in.begin(), in.end(), out.begin());
     } else if (op == Op::broadcast) {
-      for (std::size_t i = 0; i < total; ++i) out[i] = r == 0 ? value(0, i) : kPoison;
+      if (r != 0) std::fill(out.begin(), out.end(), kPoison);
     } else {
       std::fill(out.begin(), out.end(), kPoison);
     }

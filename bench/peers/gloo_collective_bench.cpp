@@ -22,9 +22,11 @@
 // exit status is 1). Inputs are small whole numbers, so float sums are exact.
 //
 // What a collective writes is reset before every iteration: all_reduce's in-place inputs are
-// re-filled, and the receiving buffers of broadcast and all_gather are overwritten with a value
-// no rank sends, so the check sees only the last iteration's data. The reset is outside the
-// timed part: each iteration is timed around the collective call alone.
+// copied back from a saved copy, and the receiving buffers of broadcast and all_gather are
+// overwritten with a value no rank sends, so the check sees only the last iteration's data. The
+// reset is outside the timed part: each iteration is timed around the collective call alone.
+// It is a plain copy because with more ranks than cores a rank resetting competes for a core
+// with ranks still inside their timed call.
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -140,6 +142,7 @@ class Bench {
     size_t max_floats = a_.max / sizeof(float);
     buf_.resize(max_floats);
     if (a_.op == Op::all_gather) in_.resize(max_floats / static_cast<size_t>(n_) + 1);
+    if (a_.op == Op::all_reduce) in_.resize(max_floats);
   }
 
   // One size: false when a check failed on any rank.
@@ -191,7 +194,9 @@ class Bench {
  private:
   // Values that stay the same through a size's iterations.
   void setup(size_t count) {
-    if (a_.op == Op::all_gather) {
+    if (a_.op == Op::all_reduce) {
+      for (size_t i = 0; i < count; ++i) in_[i] = value(rank_, i);
+    } else if (a_.op == Op::all_gather) {
       for (size_t j = 0; j < count; ++j) in_[j] = value(rank_, j);
     } else if (a_.op == Op::broadcast && rank_ == 0) {
       for (size_t i = 0; i < count; ++i) buf_[i] = value(0, i);
@@ -200,9 +205,7 @@ class Bench {
 
   void prepare(size_t count) {
     switch (a_.op) {
-      case Op::all_reduce:
-        for (size_t i = 0; i < count; ++i) buf_[i] = value(rank_, i);
-        break;
+      case Op::all_reduce: std::copy_n(in_.data(), count, buf_.data()); break;
       case Op::all_gather:
         std::fill_n(buf_.data(), count * static_cast<size_t>(n_), kPoison);
         break;
@@ -283,7 +286,7 @@ class Bench {
   int rank_;
   int n_;
   std::vector<float> buf_;  // all_reduce, broadcast: the buffer; all_gather: the output
-  std::vector<float> in_;   // all_gather: this rank's contribution
+  std::vector<float> in_;   // all_gather: this rank's contribution; all_reduce: each call's start
 };
 
 }  // namespace

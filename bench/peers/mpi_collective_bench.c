@@ -23,9 +23,11 @@
  * exit status is 1). Inputs are small whole numbers, so float sums are exact.
  *
  * What a collective writes is reset before every iteration: all_reduce's in-place inputs are
- * re-filled, and the receiving buffers of broadcast and all_gather are overwritten with a value
- * no rank sends, so the check sees only the last iteration's data. The reset is outside the
- * timed part: each iteration is timed around the collective call alone.
+ * copied back from a saved copy, and the receiving buffers of broadcast and all_gather are
+ * overwritten with a value no rank sends, so the check sees only the last iteration's data. The
+ * reset is outside the timed part: each iteration is timed around the collective call alone.
+ * It is a plain copy because with more ranks than cores a rank resetting competes for a core
+ * with ranks still inside their timed call.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -50,7 +52,7 @@ struct args {
 static int rank, nranks;
 static struct args a = {ALL_REDUCE, 0, 8, (size_t)256 << 20, 20, 5};
 static float* buf; /* all_reduce, broadcast: the buffer; all_gather: the output */
-static float* in;  /* all_gather: this rank's contribution */
+static float* in; /* all_gather: this rank's contribution; all_reduce: what each call starts from */
 
 static void usage(void) {
   fprintf(stderr,
@@ -111,7 +113,9 @@ static double now(void) {
 
 /* Values that stay the same through a size's iterations. */
 static void setup(size_t count) {
-  if (a.op == ALL_GATHER) {
+  if (a.op == ALL_REDUCE) {
+    for (size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+  } else if (a.op == ALL_GATHER) {
     for (size_t j = 0; j < count; ++j) in[j] = value(rank, j);
   } else if (a.op == BROADCAST && rank == 0) {
     for (size_t i = 0; i < count; ++i) buf[i] = value(0, i);
@@ -120,9 +124,7 @@ static void setup(size_t count) {
 
 static void prepare(size_t count) {
   switch (a.op) {
-    case ALL_REDUCE:
-      for (size_t i = 0; i < count; ++i) buf[i] = value(rank, i);
-      break;
+    case ALL_REDUCE: memcpy(buf, in, count * sizeof(float)); break;
     case ALL_GATHER:
       for (size_t i = 0; i < count * (size_t)nranks; ++i) buf[i] = POISON;
       break;
@@ -223,7 +225,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   buf = malloc((max_floats + 1) * sizeof(float));
-  in = malloc((max_floats / (size_t)nranks + 1) * sizeof(float));
+  in =
+      malloc(((a.op == ALL_REDUCE ? max_floats : max_floats / (size_t)nranks) + 1) * sizeof(float));
   if (buf == NULL || in == NULL) {
     fprintf(stderr, "mpi_collective_bench: rank %d: out of memory for %zu bytes\n", rank, a.max);
     MPI_Abort(MPI_COMM_WORLD, 2);
