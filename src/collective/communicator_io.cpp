@@ -165,7 +165,7 @@ void CommunicatorState::fail(const CollectiveError& error) {
   bool deferred = false;
   for (int i = 0; i < size; ++i) {
     Link& l = links[i];
-    if (!l.channel || !l.channel->is_open()) continue;
+    if (!l.open()) continue;
     if (l.writing) {
       l.closing = true;
       deferred = true;
@@ -188,8 +188,8 @@ void CommunicatorState::fail(const CollectiveError& error) {
 void CommunicatorState::close_link(int i, bool tell) {
   Link& l = links[i];
   l.closing = false;
-  if (!l.channel || !l.channel->is_open()) return;
-  if (tell) {
+  if (!l.open()) return;
+  if (tell && l.out && l.out->is_open()) {
     FrameHeader h;
     h.kind = FrameKind::abort;
     h.seq = l.send_seq++;
@@ -201,10 +201,13 @@ void CommunicatorState::close_link(int i, bool tell) {
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
     // Best effort: a full socket buffer means the peer is not reading; it sees the close.
-    (void)::sendmsg(l.channel->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)::sendmsg(l.out->native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
-  ::shutdown(l.channel->native_handle(), SHUT_RDWR);
-  l.channel->close();
+  for (auto* ch : {&l.out, &l.in}) {
+    if (!*ch || !(*ch)->is_open()) continue;
+    ::shutdown((*ch)->native_handle(), SHUT_RDWR);
+    (*ch)->close();
+  }
 }
 
 void CommunicatorState::write_ended(int peer, std::error_code ec) {
@@ -245,8 +248,8 @@ CollectiveError abort_error(int peer, int size, const FrameHeader& h, const std:
 // the socket when nothing was reading the link (so the stream stands between frames).
 std::optional<CollectiveError> CommunicatorState::told_abort(int peer) {
   Link& l = links[peer];
-  if (l.reading || !l.channel || !l.channel->is_open()) return std::nullopt;
-  int fd = l.channel->native_handle();
+  if (l.reading || !l.in || !l.in->is_open()) return std::nullopt;
+  int fd = l.in->native_handle();
   FrameHeader h;
   if (::recv(fd, &h, sizeof h, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof h) ||
       h.magic != kFrameMagic || h.kind != FrameKind::abort) {
@@ -308,7 +311,7 @@ Task<void> take_abort(StatePtr s, int peer, FrameHeader h, std::string have) {
   ByteBuffer b = wrap_bytes(rest.data(), rest.size());
   while (b.has_remaining()) {
     std::error_code ec;
-    auto n = co_await l.channel->read(b, ec);
+    auto n = co_await l.in->read(b, ec);
     if (ec || n <= 0) break;
   }
   rest.resize(b.position());
@@ -381,8 +384,8 @@ Task<void> recv_frame(StatePtr s, int peer, Expect e, std::byte* dst, std::size_
     }
     if (checked && !bufs[1].has_remaining()) break;
     std::error_code ec;
-    std::int64_t n = checked ? co_await l.channel->read(bufs[1], ec)
-                             : co_await l.channel->read(std::span<ByteBuffer>(bufs, 2), ec);
+    std::int64_t n = checked ? co_await l.in->read(bufs[1], ec)
+                             : co_await l.in->read(std::span<ByteBuffer>(bufs, 2), ec);
     if (ec || n < 0 || (n == 0 && !s->failed())) {
       l.reading = false;
       if (s->failed()) s->throw_failure();
@@ -420,7 +423,7 @@ Task<void> send_frames(StatePtr s, int peer, Expect e, const std::byte* body, st
   }
   l.writing = true;
   std::error_code ec;
-  co_await l.channel->write(std::span<ByteBuffer>(bufs, n), ec);
+  co_await l.out->write(std::span<ByteBuffer>(bufs, n), ec);
   l.writing = false;
   if (s->failed()) {
     s->write_ended(peer, ec);

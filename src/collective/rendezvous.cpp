@@ -1,4 +1,5 @@
-// The rendezvous: how size() processes that know only rank 0's address become a full mesh.
+// The rendezvous: how size() processes that know only rank 0's address become a full mesh,
+// with a connection each way between every two ranks (see CommunicatorState::Link).
 //
 //   rank 0                          rank r > 0
 //   listen on the master address    connect to the master (retrying while it is not up yet)
@@ -6,17 +7,19 @@
 //   <- hello {rank, size, port, options} --
 //   (every rank arrived)
 //   -- table {job id, every rank's host:port} ->
-//                                   connect to every rank 0 < j < r: peer_hello {r, job}
-//                                   accept every rank j > r
+//   connect to every rank j > 0     connect to every rank j > 0, j != r
+//   -- peer_hello {0, job} ->       -- peer_hello {r, job} ->
+//                                   accept every rank j != r
 //
-// Rank 0's link to rank r is the master connection. The hello carries the options the frames
-// depend on (chunk size, ring threshold): ranks that differ are refused with the reason. A
-// connection to the master that says nothing valid (a port scanner, a rank of another job) is
-// dropped and the rendezvous goes on; a rank number that is taken, or a world size that
-// differs, fails it.
+// Every rank writes its frames on the connections it opened (a member's first is the master
+// connection) and reads on those it accepted. The hello carries the options the frames depend
+// on (chunk size, ring threshold): ranks that differ are refused with the reason. A connection
+// to a listener that says nothing valid (a port scanner, a rank of another job) is dropped and
+// the rendezvous goes on; a rank number that is taken, or a world size that differs, fails it.
 #include "communicator_state.hpp"
 
 #include <niox/async/spawn.hpp>
+#include <niox/async/when_all.hpp>
 #include <niox/base/log.hpp>
 #include <niox/channels/socket_options.hpp>
 
@@ -118,6 +121,60 @@ Task<std::pair<AsynchronousSocketChannel, HelloBody>> accept_greeting(
   }
 }
 
+Task<AsynchronousSocketChannel> connect_retrying(CommunicatorState& s, InetSocketAddress to,
+                                                 bool retry) {
+  for (;;) {
+    auto ch = AsynchronousSocketChannel::open(
+        *s.loop, to.is_ipv6() ? ProtocolFamily::inet6 : ProtocolFamily::inet);
+    std::error_code ec;
+    co_await ch.connect(to, ec);
+    if (!ec) co_return ch;
+    if (!retry || (ec != std::errc::connection_refused && ec != std::errc::timed_out &&
+                   ec != std::errc::network_unreachable && ec != std::errc::host_unreachable)) {
+      refuse(std::errc::connection_refused,
+             fmt::format("cannot connect to {}:{}: {}", to.host_string(), to.port(), ec.message()));
+    }
+    // Rank 0 may not be listening yet: launchers start every rank at once.
+    co_await sleep_for(*s.loop, 20ms);
+  }
+}
+
+// This rank's connection to every rank j > 0 but itself, each greeted with a peer_hello.
+Task<void> connect_out(CommunicatorState& s, const std::vector<TableEntry>& table,
+                       std::uint64_t job) {
+  for (int j = 1; j < s.size; ++j) {
+    if (j == s.rank) continue;
+    InetSocketAddress at(host_of(table[j].host), static_cast<std::uint16_t>(table[j].port));
+    AsynchronousSocketChannel ch = co_await connect_retrying(s, at, false);
+    tune(ch);
+    HelloBody ph;
+    ph.rank = s.rank;
+    ph.size = s.size;
+    ph.job = job;
+    FrameHeader x;
+    x.kind = FrameKind::peer_hello;
+    co_await write_frame(ch, x, &ph, sizeof ph);
+    s.links[j].out.emplace(std::move(ch));
+  }
+}
+
+// Every other rank's connection to this one, on `listener`.
+Task<void> accept_in(CommunicatorState& s, AsynchronousServerSocketChannel& listener,
+                     std::uint64_t job) {
+  for (int k = 1; k < s.size;) {
+    auto [ch, ph] = co_await accept_greeting(s, listener, FrameKind::peer_hello);
+    if (ph.job != job || ph.rank < 0 || ph.rank >= s.size || ph.rank == s.rank ||
+        s.links[ph.rank].in) {
+      log(LogLevel::warn, "collective rendezvous: rank {} dropped a connection of another job",
+          s.rank);
+      continue;
+    }
+    tune(ch);
+    s.links[ph.rank].in.emplace(std::move(ch));
+    ++k;
+  }
+}
+
 Task<void> master(StatePtr s, Rendezvous rz) {
   const int p = s->size;
   InetSocketAddress where(rz.master_host, rz.master_port);
@@ -136,7 +193,7 @@ Task<void> master(StatePtr s, Rendezvous rz) {
                         hello.size, p);
     } else if (hello.rank <= 0 || hello.rank >= p) {
       why = fmt::format("rank {} is not a rank of {}", hello.rank, p);
-    } else if (s->links[hello.rank].channel) {
+    } else if (s->links[hello.rank].in) {
       why = fmt::format("two processes say they are rank {}", hello.rank);
     } else if (hello.chunk_bytes != s->options.chunk_bytes ||
                hello.ring_threshold_bytes != s->options.ring_threshold_bytes) {
@@ -153,7 +210,7 @@ Task<void> master(StatePtr s, Rendezvous rz) {
     table[hello.rank] = TableEntry{};
     set_host(table[hello.rank].host, host_of(hello.host));
     table[hello.rank].port = hello.port;
-    s->links[hello.rank].channel.emplace(std::move(ch));
+    s->links[hello.rank].in.emplace(std::move(ch));
     ++arrived;
   }
   listener.close();
@@ -165,26 +222,9 @@ Task<void> master(StatePtr s, Rendezvous rz) {
   t.count = static_cast<std::uint64_t>(p);
   t.aux = job;
   for (int i = 1; i < p; ++i) {
-    co_await write_frame(*s->links[i].channel, t, table.data(), table.size() * sizeof(TableEntry));
+    co_await write_frame(*s->links[i].in, t, table.data(), table.size() * sizeof(TableEntry));
   }
-}
-
-Task<AsynchronousSocketChannel> connect_retrying(CommunicatorState& s, InetSocketAddress to,
-                                                 bool retry) {
-  for (;;) {
-    auto ch = AsynchronousSocketChannel::open(
-        *s.loop, to.is_ipv6() ? ProtocolFamily::inet6 : ProtocolFamily::inet);
-    std::error_code ec;
-    co_await ch.connect(to, ec);
-    if (!ec) co_return ch;
-    if (!retry || (ec != std::errc::connection_refused && ec != std::errc::timed_out &&
-                   ec != std::errc::network_unreachable && ec != std::errc::host_unreachable)) {
-      refuse(std::errc::connection_refused,
-             fmt::format("cannot connect to {}:{}: {}", to.host_string(), to.port(), ec.message()));
-    }
-    // Rank 0 may not be listening yet: launchers start every rank at once.
-    co_await sleep_for(*s.loop, 20ms);
-  }
+  co_await connect_out(*s, table, job);
 }
 
 Task<void> member(StatePtr s, Rendezvous rz) {
@@ -226,31 +266,9 @@ Task<void> member(StatePtr s, Rendezvous rz) {
   if (!whole)
     refuse(std::errc::connection_reset, "rank 0 closed the connection during the table", 0);
   const std::uint64_t job = t.aux;
-  s->links[0].channel.emplace(std::move(up));
-
-  for (int j = 1; j < r; ++j) {
-    InetSocketAddress at(host_of(table[j].host), static_cast<std::uint16_t>(table[j].port));
-    AsynchronousSocketChannel ch = co_await connect_retrying(*s, at, false);
-    tune(ch);
-    HelloBody ph;
-    ph.rank = r;
-    ph.size = p;
-    ph.job = job;
-    FrameHeader x;
-    x.kind = FrameKind::peer_hello;
-    co_await write_frame(ch, x, &ph, sizeof ph);
-    s->links[j].channel.emplace(std::move(ch));
-  }
-  for (int k = r + 1; k < p;) {
-    auto [ch, ph] = co_await accept_greeting(*s, listener, FrameKind::peer_hello);
-    if (ph.job != job || ph.rank <= r || ph.rank >= p || s->links[ph.rank].channel) {
-      log(LogLevel::warn, "collective rendezvous: rank {} dropped a connection of another job", r);
-      continue;
-    }
-    tune(ch);
-    s->links[ph.rank].channel.emplace(std::move(ch));
-    ++k;
-  }
+  s->links[0].out.emplace(std::move(up));
+  // At once: a rank's connections may wait on listeners' backlogs filled by the others'.
+  co_await when_all(connect_out(*s, table, job), accept_in(*s, listener, job));
   listener.close();
 }
 
@@ -275,7 +293,7 @@ Task<void> rendezvous(StatePtr s, Rendezvous rz) {
   } catch (const std::system_error& e) {
     int missing = 0;
     for (int i = 0; i < s->size; ++i)
-      if (i != s->rank && !s->links[i].channel) ++missing;
+      if (i != s->rank && !s->links[i].connected()) ++missing;
     auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(s->options.connect_timeout).count();
     error = std::make_exception_ptr(CollectiveError(

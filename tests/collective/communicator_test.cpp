@@ -489,16 +489,27 @@ TEST_P(CommunicatorFailureTest, GarbageOnALinkIsABadFrameNamingTheSender) {
       error = std::current_exception();
     }
   });
-  // Rank 1 by hand: a proper hello, then bytes that are not a frame.
+  // Rank 1 by hand: a proper hello, then bytes that are not a frame, on the connection it
+  // writes its frames on. Rank 0's connection to it lands in the backlog of a listener that
+  // never accepts.
   std::atomic<bool> never{false};
   int fd = connect_when_listening(port, never);
   ASSERT_GE(fd, 0);
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof at;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &len), 0);
   detail::FrameHeader h;
   h.kind = detail::FrameKind::hello;
   detail::HelloBody hello;
   hello.rank = 1;
   hello.size = 2;
-  hello.port = 1;
+  hello.port = ntohs(at.sin_port);
   hello.chunk_bytes = CommunicatorOptions{}.chunk_bytes;
   hello.ring_threshold_bytes = CommunicatorOptions{}.ring_threshold_bytes;
   std::strcpy(hello.host, "127.0.0.1");
@@ -509,6 +520,7 @@ TEST_P(CommunicatorFailureTest, GarbageOnALinkIsABadFrameNamingTheSender) {
   ASSERT_EQ(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL), 200);
   rank0.join();
   ::close(fd);
+  ::close(listener);
   ASSERT_TRUE(error);
   CollectiveError e = collective_error(error);
   EXPECT_EQ(e.code(), std::errc::protocol_error) << e.what();
