@@ -2,16 +2,19 @@
 // built from messages (communicator_io.cpp). Ranks are numbered relative to the root where a
 // root matters (vr = (rank - root) mod size).
 //
-// all_reduce, for n elements of s bytes among p ranks:
-//   - under ring_threshold_bytes: recursive doubling, log2(p) exchanges of the whole buffer.
-//     When p is not a power of two the first 2r ranks (r = p - 2^k) pair up first: the even
-//     one hands its data to the odd one and sits out, and gets the result back at the end.
-//   - from it: the ring. p - 1 steps of reduce-scatter (each rank sends a block to its right
-//     and folds the block from its left into its buffer), then p - 1 steps of all-gather (the
-//     finished blocks travel on, landing straight in place). Each rank sends 2(p-1)/p of the
-//     buffer: the bandwidth-optimal amount.
-// Every rank combines the same two partial results in each step (a + b on one rank, b + a on
-// the other: equal bit for bit), so every rank ends with identical bits.
+// all_reduce, for n elements of s bytes among p ranks, p2 the largest power of two <= p:
+//   - under ring_threshold_bytes * 2 / p2: recursive doubling, log2(p2) exchanges of the whole
+//     buffer. When p is not a power of two the first 2r ranks (r = p - p2) pair up first: the
+//     even one hands its data to the odd one and sits out, and gets the result back at the end.
+//   - from it, when p is a power of two: Rabenseifner's halving and doubling (halving_doubling),
+//     2 log2(p) pairwise exchanges.
+//   - from it, otherwise: the ring. p - 1 steps of reduce-scatter (each rank sends a block to
+//     its right and folds the block from its left into its buffer), then p - 1 steps of
+//     all-gather (the finished blocks travel on, landing straight in place).
+// Both of the last send 2(p-1)/p of the buffer from each rank: the bandwidth-optimal amount.
+// Each block of the result is reduced once, on one rank, or (recursive doubling) by every rank
+// combining the same two partial results (a + b on one rank, b + a on the other: equal bit for
+// bit), so every rank ends with identical bits.
 #include "communicator_state.hpp"
 #include "reduce.hpp"
 
@@ -150,42 +153,110 @@ Task<void> run_op(StatePtr s, Op op, Task<void> body) {
 
 // ---- all_reduce --------------------------------------------------------------------------
 
-Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t bytes) {
-  const int p = s->size;
-  const int r = s->rank;
+// The largest power of two p2 <= p ranks exchange; the first 2 * extra ranks (extra = p - p2)
+// pair up around them: the even one of a pair hands its data to the odd one and sits out (vr
+// -1), and gets the result back at the end.
+struct Pow2 {
   int p2 = 1;
-  while (p2 * 2 <= p) p2 *= 2;
-  const int extra = p - p2;
-  int vr;  // rank among the p2 that exchange, -1 for one that sits out
-  if (r < 2 * extra) {
-    if (r % 2 == 0) {
-      co_await send_message(s, r + 1, e, data, bytes);
-      vr = -1;
-    } else {
-      co_await recv_reduce_message(s, r - 1, e, data, bytes);
-      vr = r / 2;
-    }
+  int extra = 0;
+  int vr = 0;
+  // The rank that is number pv among the p2.
+  int rank_of(int pv) const noexcept { return pv < extra ? pv * 2 + 1 : pv + extra; }
+};
+Pow2 pow2_group(int p, int r) {
+  Pow2 g;
+  while (g.p2 * 2 <= p) g.p2 *= 2;
+  g.extra = p - g.p2;
+  if (r < 2 * g.extra) {
+    g.vr = r % 2 == 0 ? -1 : r / 2;
   } else {
-    vr = r - extra;
+    g.vr = r - g.extra;
   }
-  if (vr >= 0) {
+  return g;
+}
+Task<void> pow2_fold_in(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t bytes) {
+  const int r = s->rank;
+  if (r >= 2 * g.extra) co_return;
+  if (r % 2 == 0) {
+    co_await send_message(s, r + 1, e, data, bytes);
+  } else {
+    co_await recv_reduce_message(s, r - 1, e, data, bytes);
+  }
+}
+Task<void> pow2_fold_out(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t bytes) {
+  const int r = s->rank;
+  if (r >= 2 * g.extra) co_return;
+  if (r % 2 == 0) {
+    co_await recv_message(s, r + 1, e, data, bytes);
+  } else {
+    co_await send_message(s, r - 1, e, data, bytes);
+  }
+}
+
+Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t bytes) {
+  const Pow2 g = pow2_group(s->size, s->rank);
+  co_await pow2_fold_in(s, g, e, data, bytes);
+  if (g.vr >= 0) {
     // Not folded chunk by chunk: `data` is being sent while the peer's copy arrives.
     std::byte* theirs = s->scratch(CommunicatorState::kCarry0, bytes);
-    for (int mask = 1; mask < p2; mask <<= 1) {
-      int pv = vr ^ mask;
-      int peer = pv < extra ? pv * 2 + 1 : pv + extra;
+    for (int mask = 1; mask < g.p2; mask <<= 1) {
+      int peer = g.rank_of(g.vr ^ mask);
       co_await when_all(send_message(s, peer, e, data, bytes),
                         recv_message(s, peer, e, theirs, bytes));
       reduce_into(data, theirs, bytes / size_of(e.type), e.type, e.redop);
     }
   }
-  if (r < 2 * extra) {
-    if (r % 2 == 0) {
-      co_await recv_message(s, r + 1, e, data, bytes);
-    } else {
-      co_await send_message(s, r - 1, e, data, bytes);
-    }
+  co_await pow2_fold_out(s, g, e, data, bytes);
+}
+
+// Blocks [first, first + count) of an n-element buffer cut into p blocks, in bytes.
+Block blocks_bytes(std::size_t n, int p, int first, int count, std::size_t es) {
+  Block a = block_bytes(n, p, first, es);
+  Block b = block_bytes(n, p, first + count - 1, es);
+  return {a.first, b.first + b.bytes - a.first};
+}
+
+// Recursive doubling of blocks, in place in `data` cut into p2 blocks, where number vr of the
+// p2 holds block vr: in step k it swaps the 2^k blocks it has with those of number vr ^ 2^k,
+// straight into place. log2(p2) steps, each rank sending (p2 - 1) / p2 of the buffer.
+Task<void> doubling_gather(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t n) {
+  const std::size_t es = size_of(e.type);
+  for (int mask = 1; mask < g.p2; mask <<= 1) {
+    int peer = g.rank_of(g.vr ^ mask);
+    int lo = g.vr & ~(mask - 1);
+    Block mine = blocks_bytes(n, g.p2, lo, mask, es);
+    Block theirs = blocks_bytes(n, g.p2, lo ^ mask, mask, es);
+    co_await when_all(
+        send_message(s, peer, at(e, mine.first), data + mine.first, mine.bytes),
+        recv_message(s, peer, at(e, theirs.first), data + theirs.first, theirs.bytes));
   }
+}
+
+// Rabenseifner's all_reduce: a reduce-scatter by recursive halving (in step k, number vr of the
+// p2 keeps the half of its current blocks on its side of bit p2 / 2^(k+1), sends the other half
+// to its partner across that bit and folds the partner's copy of its half in), after which
+// number vr holds block vr of the result; then the blocks travel back by recursive doubling.
+// Each rank sends 2(p2-1)/p2 of the buffer, like the ring, in 2 log2(p2) steps instead of
+// 2(p - 1), and every step pairs two ranks, so a pair can go ahead while others wait for a core.
+Task<void> halving_doubling(StatePtr s, Expect e, std::byte* data, std::size_t n) {
+  const Pow2 g = pow2_group(s->size, s->rank);
+  const std::size_t es = size_of(e.type);
+  co_await pow2_fold_in(s, g, e, data, n * es);
+  if (g.vr >= 0) {
+    int lo = 0;
+    for (int mask = g.p2 / 2; mask >= 1; mask >>= 1) {
+      int peer = g.rank_of(g.vr ^ mask);
+      int keep = g.vr & mask ? lo + mask : lo;
+      int give = g.vr & mask ? lo : lo + mask;
+      Block k = blocks_bytes(n, g.p2, keep, mask, es);
+      Block gv = blocks_bytes(n, g.p2, give, mask, es);
+      co_await when_all(send_message(s, peer, at(e, gv.first), data + gv.first, gv.bytes),
+                        recv_reduce_message(s, peer, at(e, k.first), data + k.first, k.bytes));
+      lo = keep;
+    }
+    co_await doubling_gather(s, g, e, data, n);
+  }
+  co_await pow2_fold_out(s, g, e, data, n * es);
 }
 
 // p - 1 steps around the ring, in place in `data`: each rank sends block (r - shift - step) to
@@ -244,8 +315,12 @@ Task<void> all_reduce_body(StatePtr s, RawSpan data, ReduceOp op) {
   const std::size_t bytes = data.bytes();
   Expect e = expect(Op::all_reduce, data, data.count, op);
   if (s->size == 1) co_return;
-  if (bytes < s->options.ring_threshold_bytes || data.count < static_cast<std::size_t>(s->size)) {
+  const int p2 = pow2_group(s->size, s->rank).p2;
+  if (bytes < s->options.ring_threshold_bytes * 2 / static_cast<std::size_t>(p2) ||
+      data.count < static_cast<std::size_t>(s->size)) {
     co_await recursive_doubling(s, e, bytes_of(data), bytes);
+  } else if (p2 == s->size) {
+    co_await halving_doubling(s, e, bytes_of(data), data.count);
   } else {
     co_await ring_in_place(s, e, bytes_of(data), data.count, 1, true);
     co_await ring_in_place(s, e, bytes_of(data), data.count, 0, false);
@@ -415,8 +490,12 @@ Task<void> all_gather_body(StatePtr s, RawSpan send, RawSpan recv) {
   if (bytes_of(recv) + own.first != send.data)
     copy_bytes(bytes_of(recv) + own.first, send.data, own.bytes);
   if (p == 1) co_return;
-  co_await ring_in_place(s, expect(Op::all_gather, recv, recv.count), bytes_of(recv), recv.count, 0,
-                         false);
+  Expect e = expect(Op::all_gather, recv, recv.count);
+  if ((p & (p - 1)) == 0) {
+    co_await doubling_gather(s, pow2_group(p, s->rank), e, bytes_of(recv), recv.count);
+  } else {
+    co_await ring_in_place(s, e, bytes_of(recv), recv.count, 0, false);
+  }
 }
 
 Task<void> reduce_scatter_body(StatePtr s, RawSpan send, RawSpan recv, ReduceOp op) {

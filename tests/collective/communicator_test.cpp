@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -346,6 +347,30 @@ TEST_P(CommunicatorMatrixTest, LargeMessagesWithDefaultChunksArriveWhole) {
     std::vector<float> b(n, comm.rank() == 0 ? 2.5f : 0.0f);
     comm.broadcast(std::span(b), 0);
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], 2.5f) << i;
+  });
+  expect_no_errors(errors);
+}
+
+// Sums of floats of every magnitude depend on the order they are added in: every rank must
+// still end with the same bits, whichever algorithm the size takes (recursive doubling,
+// halving and doubling, the ring).
+TEST_P(CommunicatorMatrixTest, AllReduceLeavesTheSameBitsOnEveryRank) {
+  const int p = std::get<1>(GetParam());
+  auto errors = run_ranks(p, options(), [&](Communicator& comm) {
+    for (std::size_t n : {std::size_t{5}, std::size_t{37}, std::size_t{301}, std::size_t{4099}}) {
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        v[i] = std::ldexp(std::sin(static_cast<float>(comm.rank() * 7919 + i)),
+                          static_cast<int>((i + comm.rank()) % 41) - 20);
+      }
+      comm.all_reduce(std::span(v), ReduceOp::sum);
+      std::vector<float> all(n * static_cast<std::size_t>(p));
+      comm.all_gather(std::span<const float>(v), std::span(all));
+      for (int r = 0; r < p; ++r) {
+        ASSERT_EQ(std::memcmp(all.data() + r * n, v.data(), n * sizeof(float)), 0)
+            << n << " floats: rank " << r << " and rank " << comm.rank() << " differ";
+      }
+    }
   });
   expect_no_errors(errors);
 }

@@ -142,11 +142,14 @@ struct CommunicatorOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
   // The largest frame body; larger messages go as pipelined chunks. At least 64 bytes.
   std::size_t chunk_bytes = 256 * 1024;
-  // all_reduce: below this many bytes, recursive doubling (log2(size) rounds of whole
-  // messages); from it up, the ring (reduce-scatter then all-gather, 2(size-1) steps of a
-  // size-th each). reduce and broadcast switch from a tree to the ring / a pipelined chain at
-  // the same size. The default is where the two all_reduce algorithms cross over loopback
-  // (niox-collective-bench --ring-threshold): about 128 KiB for 2 ranks, 256-512 KiB for 4.
+  // all_reduce among 2 ranks: below this many bytes, recursive doubling (log2(size) rounds of
+  // whole messages); from it up, the bandwidth algorithms (see docs/collective.md), which send
+  // 2(size-1)/size of the buffer. The switch halves each time the rank count doubles, since
+  // recursive doubling sends log2(size) whole buffers. reduce and broadcast switch from a tree
+  // to the ring / a pipelined chain at this size. Measured over loopback
+  // (niox-collective-bench --ring-threshold), all_reduce's algorithms cross over at
+  // 256-512 KiB for 2 ranks and 32-64 KiB for 4 (on 2 cores), where the halving rule
+  // switches at 128 KiB.
   std::size_t ring_threshold_bytes = 256 * 1024;
   // A loop thread of the communicator's own (see "Progress" above).
   bool progress_thread = false;
