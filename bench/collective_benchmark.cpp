@@ -5,9 +5,9 @@
 //   niox-collective-run -n 2 niox-collective-bench --op all_reduce --min 8 --max 268435456
 //
 // For each size from --min to --max (doubling), after --warmup untimed calls, every rank times
-// --iters calls one by one (what a collective writes is reset before each call, outside the
-// timed part, by a plain copy or fill as in the peers), the slowest rank's mean time is the
-// figure, and rank 0 prints
+// --iters calls one by one (what a collective writes is reset before each call by a plain copy
+// or fill, then a barrier, both outside the timed part, as in the peers), the slowest rank's
+// mean time is the figure, and rank 0 prints
 //   bytes=N us=T algbw_GBps=A busbw_GBps=B ok=1
 // bytes is the full buffer (all_gather, gather: the gathered one; reduce_scatter, scatter: the
 // one split up), algbw = bytes / time, busbw is nccl-tests' bus bandwidth (algbw times 2(n-1)/n
@@ -271,6 +271,7 @@ int main(int argc, char** argv) {
       double seconds = 0;
       for (std::size_t k = 0; k < iters; ++k) {
         b.prepare();
+        comm.barrier();
         auto t0 = std::chrono::steady_clock::now();
         b.call();
         seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -24,9 +24,10 @@
 // What a collective writes is reset before every iteration: all_reduce's in-place inputs are
 // copied back from a saved copy, and the receiving buffers of broadcast and all_gather are
 // overwritten with a value no rank sends, so the check sees only the last iteration's data. The
-// reset is outside the timed part: each iteration is timed around the collective call alone.
-// It is a plain copy because with more ranks than cores a rank resetting competes for a core
-// with ranks still inside their timed call.
+// reset is outside the timed part, and a barrier follows it (as in the OSU benchmarks): each
+// iteration is timed around the collective call alone, and no rank's reset falls inside
+// another rank's timed call, where it would count (a rank still resetting keeps the others
+// waiting, and with more ranks than cores it takes a core from them).
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -164,6 +165,7 @@ class Bench {
     double seconds = 0;
     for (int k = 0; k < a_.iters; ++k) {
       prepare(count);
+      gloo::barrier(bo);
       auto t0 = std::chrono::steady_clock::now();
       collective(count);
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
