@@ -174,28 +174,25 @@ Pow2 pow2_group(int p, int r) {
   }
   return g;
 }
-Task<void> pow2_fold_in(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t bytes) {
+// The pairs around the p2: folding in, the even rank of a pair hands its data to the odd one,
+// which folds it into its own; folding out, the odd one hands the result back.
+Task<void> pow2_fold(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t bytes, bool in) {
   const int r = s->rank;
   if (r >= 2 * g.extra) co_return;
-  if (r % 2 == 0) {
-    co_await send_message(s, r + 1, e, data, bytes);
+  const bool even = r % 2 == 0;
+  const int peer = even ? r + 1 : r - 1;
+  if (even == in) {
+    co_await send_message(s, peer, e, data, bytes);
+  } else if (in) {
+    co_await recv_reduce_message(s, peer, e, data, bytes);
   } else {
-    co_await recv_reduce_message(s, r - 1, e, data, bytes);
-  }
-}
-Task<void> pow2_fold_out(StatePtr s, Pow2 g, Expect e, std::byte* data, std::size_t bytes) {
-  const int r = s->rank;
-  if (r >= 2 * g.extra) co_return;
-  if (r % 2 == 0) {
-    co_await recv_message(s, r + 1, e, data, bytes);
-  } else {
-    co_await send_message(s, r - 1, e, data, bytes);
+    co_await recv_message(s, peer, e, data, bytes);
   }
 }
 
 Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t bytes) {
   const Pow2 g = pow2_group(s->size, s->rank);
-  co_await pow2_fold_in(s, g, e, data, bytes);
+  co_await pow2_fold(s, g, e, data, bytes, true);
   if (g.vr >= 0) {
     // Not folded chunk by chunk: `data` is being sent while the peer's copy arrives.
     std::byte* theirs = s->scratch(CommunicatorState::kCarry0, bytes);
@@ -206,7 +203,7 @@ Task<void> recursive_doubling(StatePtr s, Expect e, std::byte* data, std::size_t
       reduce_into(data, theirs, bytes / size_of(e.type), e.type, e.redop);
     }
   }
-  co_await pow2_fold_out(s, g, e, data, bytes);
+  co_await pow2_fold(s, g, e, data, bytes, false);
 }
 
 // Blocks [first, first + count) of an n-element buffer cut into p blocks, in bytes.
@@ -241,7 +238,7 @@ Task<void> doubling_gather(StatePtr s, Pow2 g, Expect e, std::byte* data, std::s
 Task<void> halving_doubling(StatePtr s, Expect e, std::byte* data, std::size_t n) {
   const Pow2 g = pow2_group(s->size, s->rank);
   const std::size_t es = size_of(e.type);
-  co_await pow2_fold_in(s, g, e, data, n * es);
+  co_await pow2_fold(s, g, e, data, n * es, true);
   if (g.vr >= 0) {
     int lo = 0;
     for (int mask = g.p2 / 2; mask >= 1; mask >>= 1) {
@@ -256,7 +253,7 @@ Task<void> halving_doubling(StatePtr s, Expect e, std::byte* data, std::size_t n
     }
     co_await doubling_gather(s, g, e, data, n);
   }
-  co_await pow2_fold_out(s, g, e, data, n * es);
+  co_await pow2_fold(s, g, e, data, n * es, false);
 }
 
 // p - 1 steps around the ring, in place in `data`: each rank sends block (r - shift - step) to
