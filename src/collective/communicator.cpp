@@ -229,31 +229,27 @@ Task<void> doubling_gather(StatePtr s, Pow2 g, Expect e, std::byte* data, std::s
   }
 }
 
-// Rabenseifner's all_reduce: a reduce-scatter by recursive halving (in step k, number vr of the
-// p2 keeps the half of its current blocks on its side of bit p2 / 2^(k+1), sends the other half
-// to its partner across that bit and folds the partner's copy of its half in), after which
-// number vr holds block vr of the result; then the blocks travel back by recursive doubling.
-// Each rank sends 2(p2-1)/p2 of the buffer, like the ring, in 2 log2(p2) steps instead of
+// Rabenseifner's all_reduce, for p a power of two: a reduce-scatter by recursive halving (in
+// step k, rank r keeps the half of its current blocks on its side of bit p / 2^(k+1), sends the
+// other half to its partner across that bit and folds the partner's copy of its half in), after
+// which rank r holds block r of the result; then the blocks travel back by recursive doubling.
+// Each rank sends 2(p-1)/p of the buffer, like the ring, in 2 log2(p) steps instead of
 // 2(p - 1), and every step pairs two ranks, so a pair can go ahead while others wait for a core.
 Task<void> halving_doubling(StatePtr s, Expect e, std::byte* data, std::size_t n) {
-  const Pow2 g = pow2_group(s->size, s->rank);
+  const Pow2 g = pow2_group(s->size, s->rank);  // vr == rank: no rank sits out
   const std::size_t es = size_of(e.type);
-  co_await pow2_fold(s, g, e, data, n * es, true);
-  if (g.vr >= 0) {
-    int lo = 0;
-    for (int mask = g.p2 / 2; mask >= 1; mask >>= 1) {
-      int peer = g.rank_of(g.vr ^ mask);
-      int keep = g.vr & mask ? lo + mask : lo;
-      int give = g.vr & mask ? lo : lo + mask;
-      Block k = blocks_bytes(n, g.p2, keep, mask, es);
-      Block gv = blocks_bytes(n, g.p2, give, mask, es);
-      co_await when_all(send_message(s, peer, at(e, gv.first), data + gv.first, gv.bytes),
-                        recv_reduce_message(s, peer, at(e, k.first), data + k.first, k.bytes));
-      lo = keep;
-    }
-    co_await doubling_gather(s, g, e, data, n);
+  int lo = 0;
+  for (int mask = g.p2 / 2; mask >= 1; mask >>= 1) {
+    int peer = g.rank_of(g.vr ^ mask);
+    int keep = g.vr & mask ? lo + mask : lo;
+    int give = g.vr & mask ? lo : lo + mask;
+    Block k = blocks_bytes(n, g.p2, keep, mask, es);
+    Block gv = blocks_bytes(n, g.p2, give, mask, es);
+    co_await when_all(send_message(s, peer, at(e, gv.first), data + gv.first, gv.bytes),
+                      recv_reduce_message(s, peer, at(e, k.first), data + k.first, k.bytes));
+    lo = keep;
   }
-  co_await pow2_fold(s, g, e, data, n * es, false);
+  co_await doubling_gather(s, g, e, data, n);
 }
 
 // p - 1 steps around the ring, in place in `data`: each rank sends block (r - shift - step) to
