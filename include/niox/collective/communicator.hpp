@@ -19,7 +19,9 @@
 //
 // Rendezvous. Rank 0 listens on the master address; the others connect to it, say which rank
 // they are and where they listen, and get back the table of every rank's address; then every
-// pair of ranks connects once (a full mesh; rank 0's links are the connections to the master).
+// rank connects to every other (a full mesh with a connection each way between two ranks, each
+// rank writing on the ones it opened; a rank's connection to the master is one of them), so a
+// rank holds 2(size-1) descriptors.
 // from_environment() reads the variables of the launchers people use: torchrun's RANK and
 // WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK / _SIZE, MPICH's PMI_RANK / PMI_SIZE, Slurm's
 // SLURM_PROCID / SLURM_NTASKS, in that order; the master is always MASTER_ADDR / MASTER_PORT.
