@@ -149,9 +149,9 @@ struct CommunicatorOptions {
   // 2(size-1)/size of the buffer. The switch halves each time the rank count doubles, since
   // recursive doubling sends log2(size) whole buffers. reduce and broadcast switch from a tree
   // to the ring / a pipelined chain at this size. Measured over loopback
-  // (niox-collective-bench --ring-threshold), all_reduce's algorithms cross over at
-  // 256-512 KiB for 2 ranks and 32-64 KiB for 4 (on 2 cores), where the halving rule
-  // switches at 128 KiB.
+  // (niox-collective-bench --ring-threshold, 4 ranks on 2 cores), all_reduce's algorithms
+  // cross over at 64-128 KiB for 4 ranks, where the halving rule switches at 128 KiB; for 2
+  // ranks runs disagree between 256 KiB and 1 MiB.
   std::size_t ring_threshold_bytes = 256 * 1024;
   // A loop thread of the communicator's own (see "Progress" above).
   bool progress_thread = false;
