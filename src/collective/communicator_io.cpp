@@ -447,46 +447,45 @@ Task<void> send_message(StatePtr s, int peer, Expect e, const std::byte* data, s
   } while (off < bytes);
 }
 
-Task<void> recv_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes) {
-  const std::size_t chunk = s->options.chunk_bytes;
-  const std::uint64_t base = e.offset;
-  std::size_t off = 0;
-  do {
-    std::size_t len = std::min(chunk, bytes - off);
-    e.offset = base + off;
-    co_await recv_frame(s, peer, e, data + off, len);
-    off += len;
-  } while (off < bytes);
-}
+namespace {
+// What a received chunk does on arrival.
+enum class Fold {
+  none,          // lands in dst
+  staged,        // lands in the staging area and is folded into dst
+  own_into_dst,  // lands in dst, and own is folded into it
+};
 
-Task<void> recv_reduce_message(StatePtr s, int peer, Expect e, std::byte* acc, std::size_t bytes) {
+// A message's frames, chunk by chunk (the sender's chunking), each handled as `fold` says.
+Task<void> recv_chunks(StatePtr s, int peer, Expect e, std::byte* dst, const std::byte* own,
+                       std::size_t bytes, Fold fold) {
   const std::size_t chunk = s->options.chunk_bytes;
   const std::size_t es = size_of(e.type);
   const std::uint64_t base = e.offset;
-  std::byte* staging = s->scratch(CommunicatorState::kStaging, chunk);
+  std::byte* staging =
+      fold == Fold::staged ? s->scratch(CommunicatorState::kStaging, chunk) : nullptr;
   std::size_t off = 0;
   do {
     std::size_t len = std::min(chunk, bytes - off);
     e.offset = base + off;
-    co_await recv_frame(s, peer, e, staging, len);
-    reduce_into(acc + off, staging, len / es, e.type, e.redop);
+    co_await recv_frame(s, peer, e, staging ? staging : dst + off, len);
+    if (fold == Fold::staged) reduce_into(dst + off, staging, len / es, e.type, e.redop);
+    if (fold == Fold::own_into_dst) reduce_into(dst + off, own + off, len / es, e.type, e.redop);
     off += len;
   } while (off < bytes);
+}
+}  // namespace
+
+Task<void> recv_message(StatePtr s, int peer, Expect e, std::byte* data, std::size_t bytes) {
+  return recv_chunks(std::move(s), peer, e, data, nullptr, bytes, Fold::none);
+}
+
+Task<void> recv_reduce_message(StatePtr s, int peer, Expect e, std::byte* acc, std::size_t bytes) {
+  return recv_chunks(std::move(s), peer, e, acc, nullptr, bytes, Fold::staged);
 }
 
 Task<void> recv_then_reduce_message(StatePtr s, int peer, Expect e, std::byte* dst,
                                     const std::byte* own, std::size_t bytes) {
-  const std::size_t chunk = s->options.chunk_bytes;
-  const std::size_t es = size_of(e.type);
-  const std::uint64_t base = e.offset;
-  std::size_t off = 0;
-  do {
-    std::size_t len = std::min(chunk, bytes - off);
-    e.offset = base + off;
-    co_await recv_frame(s, peer, e, dst + off, len);
-    reduce_into(dst + off, own + off, len / es, e.type, e.redop);
-    off += len;
-  } while (off < bytes);
+  return recv_chunks(std::move(s), peer, e, dst, own, bytes, Fold::own_into_dst);
 }
 
 }  // namespace niox::collective::detail
