@@ -803,6 +803,25 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
   return n;
 }
 
+std::size_t EventLoop::write_now(int fd, std::span<ByteBuffer> bufs) {
+  if (core_->kind() != BackendKind::epoll || fd < 0 || core_->write_pending(fd)) return 0;
+  iovec iov[16];
+  const std::size_t count = gather_iovecs(bufs, iov);
+  if (count == 0) return 0;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = count;
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return 0;  // full, or an error (ENOTSOCK too): the loop's write takes over
+  const auto sent = static_cast<std::size_t>(n);
+  advance(bufs, sent);
+  detail::AtomicCounters::add(core_->stats().bytes_written, sent);
+  return sent;
+}
+
 void EventLoop::run() {
   bind_thread(detail::current_thread_id());
   LoopThreadScope scope;

@@ -101,6 +101,11 @@ class LoopCore {
   // A read of fd asked for `asked` and got `got` bytes: it drained the socket when it got less
   // (0 at end of stream, or none waiting), else it filled its buffer.
   void record_read(int fd, std::size_t got, std::size_t asked);
+  // Whether a write of fd is queued or in the kernel.
+  bool write_pending(int fd) const noexcept {
+    return static_cast<std::size_t>(fd) < fds_.size() &&
+           fds_[fd].lane_head[lane_slot(Lane::write)] != nullptr;
+  }
   // The pipe pair every transfer_from splices through, one at a time (each step empties it).
   SplicePipe& transfer_pipe() noexcept { return transfer_pipe_; }
 
