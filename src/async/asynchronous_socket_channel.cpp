@@ -32,6 +32,14 @@ AsynchronousSocketChannel AsynchronousSocketChannel::adopt(EventLoop& loop, File
   return AsynchronousSocketChannel(loop, std::move(fd));
 }
 
+const std::shared_ptr<detail::ReceiveStream>& AsynchronousSocketChannel::receive_stream() {
+  if (!rx_) {
+    rx_ = std::allocate_shared<detail::ReceiveStream>(
+        detail::CachedObjectAllocator<detail::ReceiveStream>(), fd_.loop());
+  }
+  return rx_;
+}
+
 AsynchronousSocketChannel& AsynchronousSocketChannel::bind(const SocketAddress& local) {
   Socket(fd_.get()).bind_or_throw(local);
   return *this;

@@ -438,6 +438,156 @@ TEST_P(AsyncSocketTest, ReceiveBringsItsBufferWhenBytesArrive) {
   EXPECT_EQ(sync_wait(body()), 0u);
 }
 
+// receive() keeps one receive armed in the kernel between calls: bytes that arrive while no
+// receive waits are kept for the next ones, in order, but only up to a bound. A coroutine that
+// stops receiving stops the loop reading, so the peer's socket fills up and its sends block:
+// TCP's flow control reaches the peer, and nothing is lost when the receiving resumes.
+TEST_P(AsyncSocketTest, ReceiveStopsReadingWhileItsCallerDoesNotReceive) {
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer first = test::text("x");
+    co_await b.write(first);
+    ByteBuffer got = co_await a.receive(64);  // arms the receive, which stays armed
+    EXPECT_EQ(got.remaining(), 1u);
+
+    // b's sends go straight to its socket, a byte pattern numbered by offset, until the kernel
+    // refuses more. Every turn in between lets a's loop read as much as it will.
+    constexpr std::size_t limit = 256u << 20;
+    std::vector<std::uint8_t> chunk(64 * 1024);
+    std::size_t sent = 0;
+    int refused = 0;
+    while (sent < limit && refused < 50) {
+      for (std::size_t i = 0; i < chunk.size(); ++i)
+        chunk[i] = static_cast<std::uint8_t>((sent + i) % 251);
+      const ssize_t n = ::send(b.native_handle(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        refused = 0;
+      } else {
+        ++refused;
+      }
+      co_await sleep_for(loop(), 1ms);
+    }
+    EXPECT_LT(sent, limit) << "the loop kept reading for a coroutine that did not receive";
+
+    std::size_t received = 0;
+    bool in_order = true;
+    while (received < sent) {
+      ByteBuffer part = co_await a.receive(64 * 1024);
+      if (!part.has_remaining()) break;  // end of stream: too early, as the count says
+      for (std::size_t i = 0; i < part.remaining(); ++i) {
+        in_order = in_order &&
+                   part.get(part.position() + i) == static_cast<std::uint8_t>((received + i) % 251);
+      }
+      received += part.remaining();
+    }
+    EXPECT_TRUE(in_order);
+    EXPECT_EQ(received, sent);
+  };
+  sync_wait(body());
+}
+
+// read() on a channel whose receive() is armed takes from the same stream, so the two can be
+// mixed and the bytes keep their order; end of stream reaches both.
+TEST_P(AsyncSocketTest, ReadAndReceiveMixedKeepTheOrder) {
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer six = test::text("abcdef");
+    co_await b.write(six);
+    ByteBuffer ab = co_await a.receive(2);
+    EXPECT_EQ(std::string(ab.string_view()), "ab");
+    ByteBuffer three = ByteBuffer::allocate(3);
+    std::int64_t n = co_await a.read(three);
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(text_of(three), "cde");
+    ByteBuffer f = co_await a.receive(64);
+    EXPECT_EQ(std::string(f.string_view()), "f");
+
+    // A read that waits gets what arrives next, scattered over its buffers.
+    auto later = [&]() -> Task<void> {
+      co_await sleep_for(loop(), 2ms);
+      ByteBuffer ghij = test::text("ghij");
+      co_await b.write(ghij);
+      b.shutdown_output();
+    };
+    std::array<ByteBuffer, 2> two{ByteBuffer::allocate(1), ByteBuffer::allocate(8)};
+    auto reader = [&]() -> Task<std::int64_t> { co_return co_await a.read(two); };
+    auto [none, got] = co_await when_all(later(), reader());
+    (void)none;
+    EXPECT_EQ(got, 4);
+    EXPECT_EQ(text_of(two[0]) + text_of(two[1]), "ghij");
+    ByteBuffer rest = ByteBuffer::allocate(8);
+    std::int64_t end = co_await a.read(rest);
+    EXPECT_EQ(end, -1);
+  };
+  sync_wait(body());
+}
+
+// The same from a thread that is not the channel's loop's: the operations start there, and
+// the coroutine continues there.
+TEST_P(AsyncSocketTest, ReadAfterReceiveFromAnotherThread) {
+  EventLoopGroup::Options g;
+  g.threads = 1;
+  g.loop = options();
+  EventLoopGroup other(g);
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer six = test::text("abcdef");
+    co_await b.write(six);
+    co_await resume_on(other.loop(0));
+    ByteBuffer ab = co_await a.receive(2);  // continues on a's loop
+    EXPECT_EQ(std::string(ab.string_view()), "ab");
+    co_await resume_on(other.loop(0));
+    ByteBuffer four = ByteBuffer::allocate(4);
+    std::int64_t n = co_await a.read(four);
+    EXPECT_EQ(n, 4);
+    EXPECT_EQ(text_of(four), "cdef");
+    b.shutdown_output();
+    co_await resume_on(other.loop(0));
+    ByteBuffer rest = ByteBuffer::allocate(8);
+    std::int64_t end = co_await a.read(rest);
+    EXPECT_EQ(end, -1);
+    co_await resume_on(loop());  // the channels close on their loop
+  };
+  sync_wait(body());
+  other.shutdown_gracefully();
+}
+
+// A write that the socket takes at once finishes without the loop; one that finds a write of
+// the same channel still pending waits behind it. Two tasks writing at once: each one's bytes
+// arrive whole and in the order the writes were made.
+TEST_P(AsyncSocketTest, WritesStayInOrderWhenOneIsPending) {
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    ByteBuffer big = ByteBuffer::allocate(8u << 20);  // more than the socket takes at once
+    for (std::size_t i = 0; i < big.capacity(); ++i)
+      big.put(i, static_cast<std::uint8_t>('a' + i % 26));
+    ByteBuffer tail = test::text("<tail>");
+    auto write_big = [&]() -> Task<std::size_t> { co_return co_await b.write(big); };
+    auto write_tail = [&]() -> Task<std::size_t> { co_return co_await b.write(tail); };
+    auto read_all = [&]() -> Task<std::string> {
+      std::string all;
+      while (all.size() < (8u << 20) + 6) {
+        ByteBuffer part = co_await a.receive(256 * 1024);
+        if (!part.has_remaining()) break;
+        all.append(reinterpret_cast<const char*>(part.bytes().data()), part.remaining());
+      }
+      co_return all;
+    };
+    auto [n_big, n_tail, all] = co_await when_all(write_big(), write_tail(), read_all());
+    EXPECT_EQ(n_big, 8u << 20);
+    EXPECT_EQ(n_tail, 6u);
+    EXPECT_EQ(all.size(), (8u << 20) + 6);
+    if (all.size() != (8u << 20) + 6) co_return;
+    EXPECT_EQ(all.substr(all.size() - 6), "<tail>");
+    bool whole = true;
+    for (std::size_t i = 0; i < (8u << 20); ++i)
+      whole = whole && all[i] == static_cast<char>('a' + i % 26);
+    EXPECT_TRUE(whole);
+  };
+  sync_wait(body());
+}
+
 // The body of niox-coroutine-echo-server's echo(), kept the same so that its frame is too.
 Task<void> idle_echo(AsynchronousSocketChannel ch) {
   std::error_code ec;

@@ -20,7 +20,9 @@
 // std::error_code&, sets it and returns what was moved before the error. A stop request on the
 // awaiting task's std::stop_token (niox/async/task.hpp) cancels the kernel operation from any
 // thread; it then ends with operation_aborted. Destroying a suspended coroutine cancels what it
-// waits on.
+// waits on. receive() is the one exception: its kernel receive belongs to the channel and stays
+// armed between calls, so a cancelled receive() only stops waiting, and what arrives goes to
+// the next one.
 //
 // Buffers: the operation holds a copy of each ByteBuffer (sharing its memory) until the kernel
 // has let go of it, also after a cancel or the coroutine's destruction; the caller's buffers'
@@ -36,6 +38,7 @@
 
 #include <niox/async/detail/loop_descriptor.hpp>
 #include <niox/async/detail/loop_operation.hpp>
+#include <niox/async/detail/receive_stream.hpp>
 #include <niox/async/task.hpp>
 #include <niox/base/file_descriptor.hpp>
 #include <niox/buffer/byte_buffer.hpp>
@@ -44,6 +47,7 @@
 #include <niox/channels/socket_options.hpp>
 #include <niox/loop/event_loop.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -66,45 +70,89 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
         },
         [](detail::LoopOpState&) {});
   }
-  // Reads (Read) and writes of one buffer or a span. One buffer goes to the loop's
-  // single-buffer operation, which holds it inline; a span is copied into the operation's
-  // buffer vector. The caller's buffers advance by what moved, and a read of nothing into
-  // buffers that still have room is the end of the stream.
-  template <bool Read>
-  auto stream_op(std::span<ByteBuffer> bufs, std::error_code* ec) {
-    using Result = std::conditional_t<Read, std::int64_t, std::size_t>;
-    return detail::loop_operation<Result>(
-        fd_.loop(), Read ? "read" : "write", ec,
-        [fd = fd_.get(), bufs](EventLoop& loop, const std::shared_ptr<detail::LoopOpState>& st) {
-          auto done = [st](std::error_code e, std::size_t n, auto&&) { st->complete(e, n); };
-          if (bufs.size() == 1) {
-            return Read ? loop.read(fd, bufs[0], std::move(done))
-                        : loop.write(fd, bufs[0], std::move(done));
-          }
-          std::span<const ByteBuffer> view(bufs.data(), bufs.size());
-          return Read ? loop.read(fd, view, std::move(done))
-                      : loop.write(fd, view, std::move(done));
-        },
-        [bufs](detail::LoopOpState& s) -> Result {
-          advance(bufs, s.n);
-          if constexpr (Read) {
-            if (s.n == 0 && !s.ec && total_remaining(bufs) > 0) return -1;
-          }
-          return static_cast<Result>(s.n);
-        });
+  // Reads of one buffer or a span. One buffer goes to the loop's single-buffer operation,
+  // which holds it inline; a span is copied into the operation's buffer vector. The caller's
+  // buffers advance by what moved, and a read of nothing into buffers that still have room is
+  // the end of the stream. Once receive() has armed the channel's receive stream, reads take
+  // from it too (copying into the buffers), so that the two keep the bytes' order.
+  struct ReadStart {
+    std::span<ByteBuffer> bufs;
+    std::shared_ptr<detail::ReceiveStream> rx;  // receive() was used: read through it
+    int fd;
+    bool finished_now = false;
+    ByteBuffer got{};  // from the stream, copied into bufs by finish
+
+    bool now(EventLoop&) {
+      if (!rx) return false;
+      got = rx->take(total_remaining(bufs));
+      finished_now = got.has_remaining();
+      return finished_now;
+    }
+    OperationHandle operator()(EventLoop& loop,
+                               const std::shared_ptr<detail::LoopOpState>& st) const {
+      if (rx) return detail::ReceiveStream::wait(rx, fd, total_remaining(bufs), st);
+      auto on_done = [st](std::error_code e, std::size_t n, auto&&) { st->complete(e, n); };
+      if (bufs.size() == 1) return loop.read(fd, bufs[0], std::move(on_done));
+      return loop.read(fd, std::span<const ByteBuffer>(bufs.data(), bufs.size()),
+                       std::move(on_done));
+    }
+    std::int64_t finish(const detail::LoopOpState& s) {
+      std::size_t n = s.n;
+      if (rx) {
+        n = 0;
+        for (ByteBuffer& b : bufs) {
+          const std::size_t k = std::min(b.remaining(), got.remaining());
+          if (k == 0) continue;
+          b.put(got.slice(got.position(), k));
+          got.position(got.position() + k);
+          n += k;
+        }
+      } else {
+        advance(bufs, n);
+      }
+      if (n == 0 && !s.ec && total_remaining(bufs) > 0) return -1;
+      return static_cast<std::int64_t>(n);
+    }
+  };
+  auto read_op(std::span<ByteBuffer> bufs, std::error_code* ec) {
+    return detail::loop_operation<std::int64_t>(
+        fd_.loop(), "read", ec, ReadStart{bufs, rx_, fd_.get()},
+        [](detail::LoopOpState& s, ReadStart& r) { return r.finish(s); });
+  }
+  // Writes: what the socket takes at once is written by EventLoop::write_now() (a system call
+  // the loop would make anyway, on epoll) without suspending; the loop writes the rest.
+  struct WriteStart {
+    std::span<ByteBuffer> bufs;
+    int fd;
+    bool finished_now = false;
+    std::size_t done = 0;  // by write_now
+
+    bool now(EventLoop& loop) {
+      done = loop.write_now(fd, bufs);
+      finished_now = total_remaining(bufs) == 0;
+      return finished_now;
+    }
+    OperationHandle operator()(EventLoop& loop,
+                               const std::shared_ptr<detail::LoopOpState>& st) const {
+      auto on_done = [st](std::error_code e, std::size_t n, auto&&) { st->complete(e, n); };
+      if (bufs.size() == 1) return loop.write(fd, bufs[0], std::move(on_done));
+      return loop.write(fd, std::span<const ByteBuffer>(bufs.data(), bufs.size()),
+                        std::move(on_done));
+    }
+  };
+  auto write_op(std::span<ByteBuffer> bufs, std::error_code* ec) {
+    return detail::loop_operation<std::size_t>(fd_.loop(), "write", ec, WriteStart{bufs, fd_.get()},
+                                               [](detail::LoopOpState& s, WriteStart& w) {
+                                                 advance(w.bufs, s.n);
+                                                 return w.done + s.n;
+                                               });
   }
   auto receive_op(std::size_t max_bytes, std::error_code* ec) {
     return detail::loop_operation<ByteBuffer>(
-        fd_.loop(), "receive", ec,
-        [fd = fd_.get(), max_bytes](EventLoop& loop,
-                                    const std::shared_ptr<detail::LoopOpState>& st) {
-          return loop.receive(fd, max_bytes, [st](std::error_code e, std::size_t n, ByteBuffer b) {
-            b.flip();
-            st->complete(e, n, std::move(b));
-          });
-        },
-        [](detail::LoopOpState& s) { return s.into ? std::move(*s.into) : ByteBuffer(); });
+        fd_.loop(), "receive", ec, detail::ReceiveStart{receive_stream(), max_bytes, fd_.get()},
+        [](detail::LoopOpState&, detail::ReceiveStart& r) { return std::move(r.got); });
   }
+  const std::shared_ptr<detail::ReceiveStream>& receive_stream();
 
  public:
   // An unconnected non-blocking socket of `family` on `loop`. Throws std::system_error.
@@ -129,33 +177,33 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
 
   // co_await read(dst): the bytes read into dst's [position, limit) (as soon as some arrived;
   // fewer than remaining is normal), 0 if dst has no room, -1 at end of stream.
-  auto read(ByteBuffer& dst) { return stream_op<true>({&dst, 1}, nullptr); }
-  auto read(ByteBuffer& dst, std::error_code& ec) { return stream_op<true>({&dst, 1}, &ec); }
+  auto read(ByteBuffer& dst) { return read_op({&dst, 1}, nullptr); }
+  auto read(ByteBuffer& dst, std::error_code& ec) { return read_op({&dst, 1}, &ec); }
   // co_await receive(max_bytes): up to max_bytes (> 0) that arrived, in a buffer the loop took
   // when they did (its buffer ring or pool), ready to read (position 0, limit the count); an
   // empty buffer at end of stream. Nothing is held while the socket waits: the form for
   // connections that are mostly idle. The caller owns the returned buffer; its memory goes back
-  // to the loop's ring or pool when the last view of it is released.
+  // to the loop's ring or pool when the last view of it is released. The first receive arms a
+  // receive that stays armed: bytes that arrive while none waits are kept, in order, for the
+  // next ones (which then return without suspending), until 64 KiB or max_bytes, if larger,
+  // wait; then the kernel stops reading until they are received. read() on the same channel
+  // takes from there too, in order.
   auto receive(std::size_t max_bytes) { return receive_op(max_bytes, nullptr); }
   auto receive(std::size_t max_bytes, std::error_code& ec) { return receive_op(max_bytes, &ec); }
   // Scattering: fills the buffers in order (one readv).
-  auto read(std::span<ByteBuffer> dsts) { return stream_op<true>(dsts, nullptr); }
-  auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return stream_op<true>(dsts, &ec); }
+  auto read(std::span<ByteBuffer> dsts) { return read_op(dsts, nullptr); }
+  auto read(std::span<ByteBuffer> dsts, std::error_code& ec) { return read_op(dsts, &ec); }
 
   // co_await write(src): writes every remaining byte (the loop resubmits short writes) and
   // returns their count; with ec, the bytes written before an error.
-  auto write(ByteBuffer& src) { return stream_op<false>({&src, 1}, nullptr); }
-  auto write(ByteBuffer& src, std::error_code& ec) { return stream_op<false>({&src, 1}, &ec); }
+  auto write(ByteBuffer& src) { return write_op({&src, 1}, nullptr); }
+  auto write(ByteBuffer& src, std::error_code& ec) { return write_op({&src, 1}, &ec); }
   // Gathering: every remaining byte of the buffers, in order (writev).
-  auto write(std::span<ByteBuffer> srcs) { return stream_op<false>(srcs, nullptr); }
-  auto write(std::span<ByteBuffer> srcs, std::error_code& ec) {
-    return stream_op<false>(srcs, &ec);
-  }
+  auto write(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
+  auto write(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
   // The same operation under the name Asio users look for: write() never returns short.
-  auto write_all(std::span<ByteBuffer> srcs) { return stream_op<false>(srcs, nullptr); }
-  auto write_all(std::span<ByteBuffer> srcs, std::error_code& ec) {
-    return stream_op<false>(srcs, &ec);
-  }
+  auto write_all(std::span<ByteBuffer> srcs) { return write_op(srcs, nullptr); }
+  auto write_all(std::span<ByteBuffer> srcs, std::error_code& ec) { return write_op(srcs, &ec); }
 
   // Half-close: reads then return -1 / the peer sees end of stream. Throws std::system_error.
   AsynchronousSocketChannel& shutdown_input();
@@ -166,7 +214,10 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
 
   // Aborts what is outstanding (those co_awaits end with operation_aborted) and closes the
   // socket through the loop. Loop thread only; a closed channel ignores it.
-  void close() { fd_.close(); }
+  void close() {
+    rx_.reset();
+    fd_.close();
+  }
 
  private:
   friend class AsynchronousServerSocketChannel;
@@ -174,6 +225,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
       : fd_(loop, std::move(fd)) {}
 
   detail::LoopDescriptor fd_;
+  std::shared_ptr<detail::ReceiveStream> rx_;  // receive()'s, made by the first one
 };
 
 class AsynchronousServerSocketChannel : public SocketOptionsMixin<AsynchronousServerSocketChannel> {

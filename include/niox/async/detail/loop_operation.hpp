@@ -14,7 +14,8 @@
 // heap once warm). Whoever claims it first decides: the handler resumes the
 // coroutine, the destructor only cancels. The operation holds its own copies of the buffers
 // (ByteBuffer copies share memory), so the memory stays alive until the kernel has let go of
-// it even when the frame is gone.
+// it even when the frame is gone. A receive's or a write's Start first tries to finish at once
+// (now()), on the loop thread: then nothing above happens.
 #pragma once
 
 #include <niox/async/detail/stop_relay.hpp>
@@ -50,6 +51,9 @@ struct LoopOpState {
   FileDescriptor fd;                       // accept: the new connection
   TransferPath path = TransferPath::copy;  // transfers: the kernel path that moved the bytes
   ByteBuffer* into = nullptr;              // receive: the awaiter's slot for the buffer
+  // The operation outlives this wait (a channel's receive stream): a cancel ends the wait,
+  // completing it with operation_aborted, and leaves the operation running. Loop thread.
+  bool detach = false;
 
   // From the operation's handler, on the loop thread.
   void complete(std::error_code e, std::size_t count) noexcept {
@@ -67,20 +71,39 @@ struct LoopOpState {
       resume_soon(h);
     }
   }
+  // receive's handler when the buffer must not be lost to a wait that has ended: b is moved
+  // into the awaiter only by whoever claims it, and stays the caller's otherwise.
+  bool offer(std::size_t count, ByteBuffer& b) noexcept {
+    if (claimed.exchange(true, std::memory_order_acq_rel)) return false;
+    ec.clear();
+    n = count;
+    if (into) *into = std::move(b);
+    resume_soon(h);
+    return true;
+  }
   // Cancels the operation from any thread: at once on the loop's (a timeout's timer, a frame
   // destroyed there), else through the loop's queue; a no-op once the operation completed (its
   // handle then names nothing) or the loop is gone. `cancelled` covers a start still queued.
   static void cancel(const std::shared_ptr<LoopOpState>& st) noexcept {
     st->cancelled.store(true, std::memory_order_release);
     if (st->link->in_event_loop()) {
-      st->loop->cancel(st->op);
+      cancel_on_loop(*st);
       return;
     }
     try {
-      Runnable r([st] { st->loop->cancel(st->op); });
+      Runnable r([st] { cancel_on_loop(*st); });
       st->link->execute(r);
     } catch (...) {
       // Out of memory: the operation runs to its natural end instead.
+    }
+  }
+
+ private:
+  static void cancel_on_loop(LoopOpState& st) noexcept {
+    if (st.detach) {
+      st.complete(operation_aborted(), 0);
+    } else {
+      st.loop->cancel(st.op);
     }
   }
 };
@@ -110,13 +133,22 @@ class LoopOperation {
     }
   }
 
-  bool await_ready() const noexcept { return false; }
+  // A Start that can often finish without waiting (a receive whose bytes arrived already, a
+  // write the socket takes at once) has now(loop), tried first on the loop thread: when it
+  // finishes there the coroutine does not suspend, and no state is made. It then says so in
+  // its finished_now, and Finish gets the outcome from the Start.
+  bool await_ready() {
+    if constexpr (requires { start_.now(*loop_); }) {
+      return loop_->in_event_loop() && start_.now(*loop_);
+    }
+    return false;
+  }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) {
     if (!loop_->link()->alive()) return false;  // the loop is gone: as if it closed
     state_ = std::allocate_shared<LoopOpState>(CachedObjectAllocator<LoopOpState>());
     state_->h = h;
-    if constexpr (std::is_same_v<R, ByteBuffer>) state_->into = &received_;
+    if constexpr (requires { start_.got; }) state_->into = &start_.got;
     state_->loop = loop_;
     state_->link = loop_->link();
     if (!relay_.arm(h.promise(), &on_stop, &state_)) {
@@ -134,7 +166,9 @@ class LoopOperation {
       return true;
     }
     // From another thread the operation starts on the loop, and the coroutine continues there.
-    Runnable r([st = state_, start = std::move(start_)]() mutable {
+    // A copy of the Start: a Finish that reads the Start (what it holds, what it did now()) still
+    // finds it whole in this awaiter.
+    Runnable r([st = state_, start = start_]() mutable {
       if (st->claimed.load(std::memory_order_acquire)) return;
       // A stop request that came before this start: its cancel found nothing to cancel.
       if (st->cancelled.load(std::memory_order_acquire))
@@ -148,9 +182,12 @@ class LoopOperation {
   }
   R await_resume() {
     disarm();
-    if (!state_) {  // ended before it started
+    if (!state_) {
       LoopOpState none;
-      none.ec = operation_aborted();
+      if constexpr (requires { start_.finished_now; }) {
+        if (start_.finished_now) return fail_or(none);
+      }
+      none.ec = operation_aborted();  // ended before it started
       return fail_or(none);
     }
     return fail_or(*state_);
@@ -170,7 +207,11 @@ class LoopOperation {
     } else if (ec_out_) {
       ec_out_->clear();
     }
-    return finish_(s);
+    if constexpr (std::is_invocable_v<Finish&, LoopOpState&, Start&>) {
+      return finish_(s, start_);
+    } else {
+      return finish_(s);
+    }
   }
 
   // This object sits in the coroutine's frame while the operation is pending, next to the
@@ -185,10 +226,6 @@ class LoopOperation {
   [[no_unique_address]] Finish finish_;
   std::shared_ptr<LoopOpState> state_;
   StopRelayLease relay_;  // armed with &state_ while the operation may be pending
-  struct Nothing {};
-  // A receive's buffer, handed over by the handler that claimed the state.
-  [[no_unique_address]] std::conditional_t<std::is_same_v<R, ByteBuffer>, ByteBuffer, Nothing>
-      received_;
 };
 
 template <class R, class Start, class Finish>
