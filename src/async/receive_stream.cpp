@@ -64,10 +64,10 @@ OperationHandle ReceiveStream::wait(const std::shared_ptr<ReceiveStream>& self, 
 void ReceiveStream::arm(const std::shared_ptr<ReceiveStream>& self) {
   self->armed_ = true;
   self->stopping_ = false;
-  self->loop_->receive_multishot(
-      self->fd_, self->max_, [self](std::error_code ec, std::size_t n, ByteBuffer b) {
-        return self->on_arrival(self, ec, n, std::move(b));
-      });
+  self->loop_->receive_multishot(self->fd_, self->max_,
+                                 [self](std::error_code ec, std::size_t n, ByteBuffer b) {
+                                   return self->on_arrival(self, ec, n, std::move(b));
+                                 });
 }
 
 void ReceiveStream::serve() {

@@ -1004,6 +1004,53 @@ TEST_P(LoopTest, ThrowingHandlersDoNotBreakTheLoop) {
   EXPECT_EQ(loop.pending(), 0u);
 }
 
+// write_now: on epoll, one send now of what the buffers hold, positions advanced by exactly what
+// it took; nothing while a write of the descriptor is pending (order holds) or when the socket
+// is full; on io_uring nothing at all (the loop's write leaves with the turn's submissions).
+TEST_P(LoopTest, WriteNowSendsAtOnceOnlyWhenNoWriteIsPending) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  const bool sends = GetParam().kind == BackendKind::epoll;
+  std::array<ByteBuffer, 2> two{ByteBuffer::wrap(std::string_view("head:")),
+                                ByteBuffer::wrap(std::string_view("body"))};
+  EXPECT_EQ(loop.write_now(a.get(), two), sends ? 9u : 0u);
+  EXPECT_EQ(two[0].remaining() + two[1].remaining(), sends ? 0u : 9u);
+
+  // A write the socket cannot take at once stays pending; write_now then leaves the bytes for
+  // after it, and once it finished sends again.
+  std::vector<std::uint8_t> big(16u << 20, 'x');
+  bool written = false;
+  loop.write(a.get(), ByteBuffer::wrap(std::as_writable_bytes(std::span(big))),
+             [&](std::error_code ec, std::size_t, ByteBuffer) {
+               EXPECT_FALSE(ec) << ec.message();
+               written = true;
+             });
+  std::array<ByteBuffer, 1> tail{ByteBuffer::wrap(std::string_view("tail"))};
+  EXPECT_EQ(loop.write_now(a.get(), tail), 0u);
+  EXPECT_EQ(tail[0].remaining(), 4u);
+  std::size_t drained = 0;
+  std::vector<char> sink(1 << 20);
+  ASSERT_TRUE(test::run_until(loop, [&] {
+    ssize_t n;
+    while ((n = ::recv(b.get(), sink.data(), sink.size(), MSG_DONTWAIT)) > 0)
+      drained += static_cast<std::size_t>(n);
+    return written;
+  }));
+  EXPECT_EQ(loop.write_now(a.get(), tail), sends ? 4u : 0u);
+  if (!sends) return;
+  std::string rest;
+  ASSERT_TRUE(test::run_until(loop, [&] {
+    ssize_t n;
+    while ((n = ::recv(b.get(), sink.data(), sink.size(), MSG_DONTWAIT)) > 0) {
+      drained += static_cast<std::size_t>(n);
+      rest.append(sink.data(), static_cast<std::size_t>(n));
+    }
+    return drained == 9 + big.size() + 4;
+  }));
+  ASSERT_GE(rest.size(), 4u);
+  EXPECT_EQ(rest.substr(rest.size() - 4), "tail");
+}
+
 NIOX_INSTANTIATE_BACKENDS(LoopTest);
 
 TEST(LoopBackendChoice, NamedUnavailableBackendThrowsAndAutomaticAlwaysWorks) {
