@@ -12,8 +12,11 @@ namespace {
 constexpr std::size_t min_bound = 64 * 1024;
 }  // namespace
 
-bool ReceiveStream::waiting() const noexcept {
-  return waiter_ && !waiter_->claimed.load(std::memory_order_acquire);
+LoopOpState* ReceiveStream::head() noexcept {
+  // Waits that ended without being served (cancelled, their frames gone) leave the queue here.
+  while (waiter_ && waiter_->claimed.load(std::memory_order_acquire))
+    waiter_ = std::move(waiter_->next);
+  return waiter_.get();
 }
 
 ByteBuffer ReceiveStream::front(std::size_t max_bytes) {
@@ -43,19 +46,25 @@ OperationHandle ReceiveStream::wait(const std::shared_ptr<ReceiveStream>& self, 
                                     std::size_t max_bytes, const std::shared_ptr<LoopOpState>& st) {
   ReceiveStream& s = *self;
   st->detach = true;
-  s.waiter_ = st;
-  s.waiter_max_ = max_bytes;
+  st->n = max_bytes;  // while it waits: what it takes at most
+  if (!s.head()) {
+    s.waiter_ = st;
+  } else {  // another read or receive waits already: this one after it, in order
+    LoopOpState* last = s.waiter_.get();
+    while (last->next) last = last->next.get();
+    last->next = st;
+  }
   if (max_bytes == 0 || !s.arrived_.empty() || s.ended_) {
     // Something to hand over at once (nothing, for max_bytes 0), but not from inside the
     // receive's await_suspend: from the loop's next turn.
-    self->loop_->execute(Runnable([self] { self->serve(); }));
+    self->loop_->execute(Runnable([self] { self->serve(self); }));
     return {};
   }
   if (!s.armed_) {
     s.fd_ = fd;
     // Reads take up to the bound at a time (a receive of a few bytes then slices what came),
     // so that a first small receive does not make every later read small.
-    s.max_ = s.bound_ = std::max(max_bytes, min_bound);
+    s.bound_ = std::max(max_bytes, min_bound);
     arm(self);
   }
   return {};
@@ -64,30 +73,43 @@ OperationHandle ReceiveStream::wait(const std::shared_ptr<ReceiveStream>& self, 
 void ReceiveStream::arm(const std::shared_ptr<ReceiveStream>& self) {
   self->armed_ = true;
   self->stopping_ = false;
-  self->loop_->receive_multishot(self->fd_, self->max_,
+  self->loop_->receive_multishot(self->fd_, self->bound_,
                                  [self](std::error_code ec, std::size_t n, ByteBuffer b) {
                                    return self->on_arrival(self, ec, n, std::move(b));
                                  });
 }
 
-void ReceiveStream::serve() {
-  if (!waiting()) return;
-  // Out of waiter_ first: completing it resumes its coroutine here, which may wait again.
-  std::shared_ptr<LoopOpState> w = std::move(waiter_);
-  if (waiter_max_ == 0) {
-    w->complete({}, 0, ByteBuffer());
-  } else if (!arrived_.empty()) {
-    ByteBuffer b = front(waiter_max_);
-    const std::size_t n = b.remaining();
-    if (!w->offer(n, b)) {  // its frame went meanwhile: the bytes wait for the next one
-      arrived_bytes_ += n;
-      arrived_.insert(arrived_.begin(), std::move(b));
+void ReceiveStream::serve(const std::shared_ptr<ReceiveStream>& self) {
+  while (LoopOpState* h = head()) {
+    const std::size_t max_bytes = h->n;
+    if (max_bytes != 0 && arrived_.empty() && !ended_) {
+      // Nothing to hand over yet. A wait queued behind one that took the end of the stream
+      // (or an error) asks the kernel again, as a receive after it would.
+      if (!armed_) arm(self);
+      return;
     }
-  } else if (ended_) {
-    ended_ = false;  // handed over once; a later receive asks the kernel again
-    w->complete(std::exchange(end_ec_, {}), 0, ByteBuffer());
-  } else {
-    waiter_ = std::move(w);  // nothing to hand over yet
+    // Out of the queue first: completing it resumes its coroutine here, which may wait again.
+    std::shared_ptr<LoopOpState> w = std::move(waiter_);
+    waiter_ = std::move(w->next);
+    if (max_bytes == 0) {
+      w->complete({}, 0, ByteBuffer());
+    } else if (!arrived_.empty()) {
+      ByteBuffer b = front(max_bytes);
+      const std::size_t n = b.remaining();
+      if (!w->offer(n, b)) {  // its frame went meanwhile: the bytes wait for the next one
+        arrived_bytes_ += n;
+        arrived_.insert(arrived_.begin(), std::move(b));
+      }
+    } else {
+      // Handed over once; a later wait asks the kernel again. An abort (the channel closed,
+      // the loop shut down) ends every wait instead: the descriptor may be gone.
+      const std::error_code ec = end_ec_;
+      if (ec != operation_aborted()) {
+        ended_ = false;
+        end_ec_.clear();
+      }
+      w->complete(ec, 0, ByteBuffer());
+    }
   }
 }
 
@@ -98,25 +120,26 @@ bool ReceiveStream::on_arrival(const std::shared_ptr<ReceiveStream>& self, std::
     const bool ours = std::exchange(stopping_, false);
     if (ec == operation_aborted() && ours) {
       // Our own stop: nothing ended. A receive that came meanwhile found nothing to take.
-      if (arrived_.empty() && waiting()) arm(self);
+      if (arrived_.empty() && head()) arm(self);
       return false;
     }
     ended_ = true;
     end_ec_ = ec;
-    serve();
+    serve(self);
     return false;
   }
   b.flip();
-  if (arrived_.empty() && waiting()) {
-    if (b.remaining() <= waiter_max_) {
+  if (arrived_.empty()) {
+    if (LoopOpState* h = head(); h && b.remaining() <= h->n) {
       std::shared_ptr<LoopOpState> w = std::move(waiter_);
+      waiter_ = std::move(w->next);
       // Resumes the coroutine here, which may receive again (take, wait) or close the channel.
       if (w->offer(n, b)) return !stopping_;
     }
   }
   arrived_bytes_ += b.remaining();
   arrived_.push_back(std::move(b));
-  serve();  // a waiter for less than this arrival gets its front
+  serve(self);  // a waiter for less than this arrival gets its front, and so on
   if (arrived_bytes_ >= bound_ && armed_ && !stopping_) {
     stopping_ = true;
     return false;

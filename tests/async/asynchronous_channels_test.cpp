@@ -523,6 +523,51 @@ TEST_P(AsyncSocketTest, ReadAndReceiveMixedKeepTheOrder) {
   sync_wait(body());
 }
 
+// Receives and reads of one channel waiting at the same time are served in the order they
+// began, each with its own bytes; one cancelled among them leaves the others in their places.
+TEST_P(AsyncSocketTest, WaitingReceivesAreServedInOrder) {
+  auto body = [&]() -> Task<void> {
+    auto [a, b] = co_await pair(InetSocketAddress::loopback_v4(0), ProtocolFamily::inet);
+    std::stop_source cancel_second;
+    auto receiver = [&]() -> Task<std::string> {
+      ByteBuffer got = co_await a.receive(64);
+      co_return std::string(got.string_view());
+    };
+    auto reader = [&]() -> Task<std::string> {
+      ByteBuffer got = ByteBuffer::allocate(64);
+      co_await a.read(got);
+      co_return text_of(got);
+    };
+    auto cancelled = [&]() -> Task<std::string> {
+      std::error_code ec;
+      co_await a.receive(64, ec);
+      co_return ec == operation_aborted() ? "aborted" : "not aborted";
+    };
+    auto writer = [&]() -> Task<void> {
+      co_await sleep_for(loop(), 2ms);  // every wait has begun
+      cancel_second.request_stop();
+      for (const char* text : {"one", "two", "three"}) {
+        ByteBuffer t = test::text(text);
+        co_await b.write(t);
+        co_await sleep_for(loop(), 2ms);  // each its own arrival
+      }
+    };
+    Task<std::string> t1 = receiver();
+    Task<std::string> t2 = with_stop_token(cancel_second.get_token(), cancelled());
+    Task<std::string> t3 = reader();
+    Task<std::string> t4 = receiver();
+    Task<void> t5 = writer();
+    auto [first, second, third, fourth, none] = co_await when_all(
+        std::move(t1), std::move(t2), std::move(t3), std::move(t4), std::move(t5));
+    (void)none;
+    EXPECT_EQ(first, "one");
+    EXPECT_EQ(second, "aborted");
+    EXPECT_EQ(third, "two");
+    EXPECT_EQ(fourth, "three");
+  };
+  sync_wait(body());
+}
+
 // The same from a thread that is not the channel's loop's: the operations start there, and
 // the coroutine continues there.
 TEST_P(AsyncSocketTest, ReadAfterReceiveFromAnotherThread) {

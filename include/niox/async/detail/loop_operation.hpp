@@ -54,6 +54,7 @@ struct LoopOpState {
   // The operation outlives this wait (a channel's receive stream): a cancel ends the wait,
   // completing it with operation_aborted, and leaves the operation running. Loop thread.
   bool detach = false;
+  std::shared_ptr<LoopOpState> next;  // the stream's next wait, queued behind this one
 
   // From the operation's handler, on the loop thread.
   void complete(std::error_code e, std::size_t count) noexcept {
@@ -86,24 +87,23 @@ struct LoopOpState {
   // handle then names nothing) or the loop is gone. `cancelled` covers a start still queued.
   static void cancel(const std::shared_ptr<LoopOpState>& st) noexcept {
     st->cancelled.store(true, std::memory_order_release);
-    if (st->link->in_event_loop()) {
-      cancel_on_loop(*st);
+    if (st->link->in_event_loop() && !st->detach) {
+      st->loop->cancel(st->op);
       return;
     }
     try {
-      Runnable r([st] { cancel_on_loop(*st); });
+      // A detached wait ends from the loop's queue, never inside this call: the stop request
+      // that called it may be running on the coroutine's own thread, inside its stop relay.
+      Runnable r([st] {
+        if (st->detach) {
+          st->complete(operation_aborted(), 0);
+        } else {
+          st->loop->cancel(st->op);
+        }
+      });
       st->link->execute(r);
     } catch (...) {
       // Out of memory: the operation runs to its natural end instead.
-    }
-  }
-
- private:
-  static void cancel_on_loop(LoopOpState& st) noexcept {
-    if (st.detach) {
-      st.complete(operation_aborted(), 0);
-    } else {
-      st.loop->cancel(st.op);
     }
   }
 };

@@ -7,8 +7,8 @@
 //   receive() on the loop thread: arrived_ not empty ──> take() at once, no suspension
 //                                 else wait(): the waiter, and arm the multishot if stopped
 //
-// Invariants, on the loop thread between calls: a waiter that is not claimed means arrived_
-// is empty and no end is pending (whatever came went to it); bytes leave in the order they
+// Invariants, on the loop thread between calls: a wait that is not claimed means arrived_
+// is empty and no end is pending (whatever came went to the waits, in their order); bytes leave in the order they
 // came, each arrival whole or, when larger than the receive asked for, from its front; at most
 // max(bound_, one arrival) bytes wait in arrived_ once the stop has landed, so a coroutine that
 // stops receiving stops the kernel reading and TCP's flow control reaches its peer.
@@ -51,18 +51,21 @@ class ReceiveStream {
   bool on_arrival(const std::shared_ptr<ReceiveStream>& self, std::error_code ec, std::size_t n,
                   ByteBuffer b);
   static void arm(const std::shared_ptr<ReceiveStream>& self);
-  // Hands the waiter what waits (bytes first, then the end), if there is a waiter to claim.
-  void serve();
+  // Hands the waits what came (bytes first, then the end), in their order; arms the multishot
+  // again for a wait left with nothing.
+  void serve(const std::shared_ptr<ReceiveStream>& self);
   ByteBuffer front(std::size_t max_bytes);
-  bool waiting() const noexcept;
+  // The first wait still waiting, or null; drops the ended ones before it.
+  LoopOpState* head() noexcept;
 
   EventLoop* loop_;
-  std::shared_ptr<LoopOpState> waiter_;  // claimed: stale (cancelled or served)
-  std::size_t waiter_max_ = 0;
+  // The waits, in the order they came, linked through LoopOpState::next; each one's n is what
+  // it takes at most. A claimed one has ended (cancelled) and is skipped.
+  std::shared_ptr<LoopOpState> waiter_;
   std::vector<ByteBuffer> arrived_;  // each ready to read
   std::size_t arrived_bytes_ = 0;
-  std::size_t bound_ = 0;  // arrived_bytes_ at which the multishot is stopped
-  std::size_t max_ = 0;    // what the multishot reads at most without the ring
+  // arrived_bytes_ at which the multishot is stopped, and what it reads at most without the ring
+  std::size_t bound_ = 0;
   int fd_ = -1;
   bool armed_ = false;     // a multishot is running (its last call has not come)
   bool stopping_ = false;  // and this stream asked it to stop
