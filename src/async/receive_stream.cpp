@@ -92,7 +92,7 @@ void ReceiveStream::serve(const std::shared_ptr<ReceiveStream>& self) {
     std::shared_ptr<LoopOpState> w = std::move(waiter_);
     waiter_ = std::move(w->next);
     if (max_bytes == 0) {
-      w->complete({}, 0, ByteBuffer());
+      w->complete({}, 0);
     } else if (!arrived_.empty()) {
       ByteBuffer b = front(max_bytes);
       const std::size_t n = b.remaining();
@@ -108,7 +108,7 @@ void ReceiveStream::serve(const std::shared_ptr<ReceiveStream>& self) {
         ended_ = false;
         end_ec_.clear();
       }
-      w->complete(ec, 0, ByteBuffer());
+      w->complete(ec, 0);
     }
   }
 }

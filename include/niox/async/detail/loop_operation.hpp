@@ -62,18 +62,8 @@ struct LoopOpState {
     n = count;
     if (!claimed.exchange(true, std::memory_order_acq_rel)) resume_soon(h);
   }
-  // receive's handler: the buffer goes into the awaiter only by whoever claims it (once the
-  // destructor claimed it, the frame may be gone and the buffer is dropped here).
-  void complete(std::error_code e, std::size_t count, ByteBuffer&& b) noexcept {
-    ec = e;
-    n = count;
-    if (!claimed.exchange(true, std::memory_order_acq_rel)) {
-      if (into) *into = std::move(b);
-      resume_soon(h);
-    }
-  }
-  // receive's handler when the buffer must not be lost to a wait that has ended: b is moved
-  // into the awaiter only by whoever claims it, and stays the caller's otherwise.
+  // A receive's bytes: b goes into the awaiter only by whoever claims it, and stays the caller's
+  // otherwise (the wait ended meanwhile; the bytes are kept for the next one).
   bool offer(std::size_t count, ByteBuffer& b) noexcept {
     if (claimed.exchange(true, std::memory_order_acq_rel)) return false;
     ec.clear();
