@@ -96,17 +96,23 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
       return loop.read(fd, std::span<const ByteBuffer>(bufs.data(), bufs.size()),
                        std::move(on_done));
     }
+    // What came from the stream, copied into bufs in order; its count.
+    std::size_t copy_got() {
+      std::size_t n = 0;
+      for (ByteBuffer& b : bufs) {
+        const std::size_t k = std::min(b.remaining(), got.remaining());
+        if (k == 0) continue;
+        b.put(got.slice(got.position(), k));
+        got.position(got.position() + k);
+        n += k;
+      }
+      return n;
+    }
+    std::int64_t result_now() { return static_cast<std::int64_t>(copy_got()); }
     std::int64_t finish(const detail::LoopOpState& s) {
       std::size_t n = s.n;
       if (rx) {
-        n = 0;
-        for (ByteBuffer& b : bufs) {
-          const std::size_t k = std::min(b.remaining(), got.remaining());
-          if (k == 0) continue;
-          b.put(got.slice(got.position(), k));
-          got.position(got.position() + k);
-          n += k;
-        }
+        n = copy_got();
       } else {
         advance(bufs, n);
       }
@@ -132,6 +138,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
       finished_now = total_remaining(bufs) == 0;
       return finished_now;
     }
+    std::size_t result_now() const { return done; }
     OperationHandle operator()(EventLoop& loop,
                                const std::shared_ptr<detail::LoopOpState>& st) const {
       auto on_done = [st](std::error_code e, std::size_t n, auto&&) { st->complete(e, n); };

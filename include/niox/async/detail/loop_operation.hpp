@@ -126,7 +126,7 @@ class LoopOperation {
   // A Start that can often finish without waiting (a receive whose bytes arrived already, a
   // write the socket takes at once) has now(loop), tried first on the loop thread: when it
   // finishes there the coroutine does not suspend, and no state is made. It then says so in
-  // its finished_now, and Finish gets the outcome from the Start.
+  // its finished_now, and its result_now() is the co_await's value.
   bool await_ready() {
     if constexpr (requires { start_.now(*loop_); }) {
       return loop_->in_event_loop() && start_.now(*loop_);
@@ -173,10 +173,13 @@ class LoopOperation {
   R await_resume() {
     disarm();
     if (!state_) {
-      LoopOpState none;
-      if constexpr (requires { start_.finished_now; }) {
-        if (start_.finished_now) return fail_or(none);
+      if constexpr (requires { start_.result_now(); }) {
+        if (start_.finished_now) {  // in await_ready: no state to read, no error
+          if (ec_out_) ec_out_->clear();
+          return start_.result_now();
+        }
       }
+      LoopOpState none;
       none.ec = operation_aborted();  // ended before it started
       return fail_or(none);
     }

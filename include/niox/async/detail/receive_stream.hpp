@@ -87,6 +87,7 @@ struct ReceiveStart {
     finished_now = got.has_remaining();
     return finished_now;
   }
+  ByteBuffer result_now() { return std::move(got); }
   OperationHandle operator()(EventLoop&, const std::shared_ptr<LoopOpState>& st) const {
     return ReceiveStream::wait(rx, fd, max_bytes, st);
   }
