@@ -225,8 +225,12 @@ io_uring_sqe* IoUringBackend::get_sqe() {
 
 bool IoUringBackend::waits_without_buffer(Operation& op) {
   if (op.family->multishot && op.family->sqe_select) {
-    // receive_multishot keeps arrived buffers queued in bufs: only the ring decides.
-    return op.poll_first && !ring_serves_multishot(op);
+    // receive_multishot keeps arrived buffers queued in bufs: only the ring decides. Off the
+    // ring, a socket waits for readiness first also after a read that filled its buffer: the
+    // poll checks the socket as it is armed, so bytes still there complete it in the submission
+    // the loop's wait makes anyway, where a recv tried at once finds EAGAIN as often as not (a
+    // peer that sends in bursts) and costs a system call and a pooled block each time.
+    return (op.poll_first || op.fd_is_socket) && !ring_serves_multishot(op);
   }
   if (!op.family->sqe_select || !op.fd_is_socket || !op.bufs.empty() || !op.poll_first) {
     return false;

@@ -7,6 +7,7 @@
 #include <niox/channels/server_socket_channel.hpp>
 #include <niox/channels/socket_channel.hpp>
 #include <niox/loop/event_loop.hpp>
+#include <niox/loop/loop_counters.hpp>
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
 
@@ -17,8 +18,10 @@
 #include "../support/transport_sockets.hpp"
 #include "shim_fixtures.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -374,6 +377,49 @@ TEST_P(LoopFaults, EagainThenThePeerResumesAndEveryByteArrives) {
       std::chrono::seconds(60)));
   ASSERT_FALSE(failed);
   EXPECT_TRUE(got == data);
+}
+
+// A bulk stream on io_uring, read with recv (off the ring, or on a loop without one): a read
+// that filled its buffer and left the socket empty is followed by a wait for readiness
+// (io_uring's poll checks the socket as it is armed), not by a recv that finds EAGAIN. One
+// recv per burst, every byte in order. (Edge-triggered epoll has to read until EAGAIN: there
+// only the bytes are checked.)
+TEST_P(LoopFaults, ABulkReadThatFilledItsBufferIsFollowedByAWaitNotARecvFindingNothing) {
+  EventLoop loop(options());
+  auto [a, b] = loop_socket_pair();
+  constexpr std::size_t max_bytes = 64 * 1024;
+  auto data = pseudo_random_bytes(40 * max_bytes, 21);
+  std::vector<std::byte> got;
+  bool failed = false;
+  loop.receive_multishot(b.get(), max_bytes,
+                         [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+                           if (ec || n == 0) {
+                             failed = true;
+                             return;
+                           }
+                           buf.flip();
+                           auto bytes = buf.bytes();
+                           got.insert(got.end(), bytes.begin(), bytes.end());
+                         });
+  std::size_t sent = 0;
+  auto burst = [&] {
+    // From this thread, so the whole burst waits in b before the loop looks.
+    ASSERT_EQ(::write(a.get(), data.data() + sent, max_bytes), static_cast<ssize_t>(max_bytes));
+    sent += max_bytes;
+    ASSERT_TRUE(run_until(loop, [&] { return failed || got.size() == sent; }));
+    ASSERT_FALSE(failed);
+    loop.run_once(std::chrono::milliseconds(0));  // the socket empty: the loop's next turn
+    loop.run_once(std::chrono::milliseconds(0));
+  };
+  for (int i = 0; i < 8; ++i) burst();  // the loop learns it is a bulk stream
+  fi::Armed recvs({.calls = fi::reads, .fd = b.get(), .times = 0});
+  constexpr int bursts = 32;
+  for (int i = 0; i < bursts; ++i) burst();
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  if (GetParam().kind == BackendKind::io_uring) {
+    EXPECT_EQ(recvs.seen(), static_cast<std::uint64_t>(bursts))
+        << fmt::format("{}", loop.counters());
+  }
 }
 
 TEST_P(LoopFaults, EnobufsOnSendmsgIsAClearErrorAndTheNextDatagramGoesOut) {

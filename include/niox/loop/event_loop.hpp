@@ -353,9 +353,12 @@ class EventLoop final : public Executor {
   // arrival that fills a whole ring buffer when max_bytes is larger marks a bulk stream
   // (LoopCounters::bulk_receives): the loop stops the multishot and reads the same way, each
   // burst in one recv of up to max_bytes, until a read brings less than a ring buffer. On
-  // epoll and io_uring's readiness fallback each readiness edge reads into pooled buffers of
-  // up to max_bytes until EAGAIN (on epoll, a socket also until a read gets less than its room,
-  // unless the peer hung up); a quiet descriptor holds no buffer on any backend.
+  // io_uring every recv off the ring (and on its readiness fallback) follows a readiness poll,
+  // also after a read that filled its buffer: armed while bytes wait, the poll completes at
+  // once, and an empty socket costs no recv that finds EAGAIN. On epoll each readiness edge
+  // reads into pooled buffers of up to max_bytes until EAGAIN (a socket also until a read gets
+  // less than its room, unless the peer hung up). A quiet descriptor holds no buffer on any
+  // backend.
   // max_bytes == 0 reads nothing and completes at once.
   template <class H>
   OperationHandle receive_multishot(int fd, std::size_t max_bytes, H&& handler) {
