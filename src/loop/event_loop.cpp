@@ -804,7 +804,7 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
 }
 
 std::size_t EventLoop::write_now(int fd, std::span<ByteBuffer> bufs) {
-  if (core_->kind() != BackendKind::epoll || fd < 0 || core_->write_pending(fd)) return 0;
+  if (fd < 0 || core_->write_pending(fd)) return 0;
   iovec iov[16];
   const std::size_t count = gather_iovecs(bufs, iov);
   if (count == 0) return 0;

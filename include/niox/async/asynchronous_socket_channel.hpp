@@ -125,8 +125,8 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
         fd_.loop(), "read", ec, ReadStart{bufs, rx_, fd_.get()},
         [](detail::LoopOpState& s, ReadStart& r) { return r.finish(s); });
   }
-  // Writes: what the socket takes at once is written by EventLoop::write_now() (a system call
-  // the loop would make anyway, on epoll) without suspending; the loop writes the rest.
+  // Writes: what the socket takes at once is written by EventLoop::write_now() (one sendmsg)
+  // without suspending; the loop writes the rest.
   struct WriteStart {
     std::span<ByteBuffer> bufs;
     int fd;
