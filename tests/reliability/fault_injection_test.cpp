@@ -233,6 +233,20 @@ TEST_F(ChannelFaults, EnobufsOnADatagramSendIsAClearErrorAndTheNextSendWorks) {
 class LoopFaults : public DisarmingTest {};
 NIOX_INSTANTIATE_BACKENDS(LoopFaults);
 
+// A read's or receive's result: its bytes appended to got, or failed set (an error, or the end
+// of the stream before the test expected it). Whether it brought bytes.
+bool append_read(std::error_code ec, std::size_t n, ByteBuffer& buf, std::vector<std::byte>& got,
+                 bool& failed) {
+  if (ec || n == 0) {
+    failed = true;
+    return false;
+  }
+  buf.flip();
+  auto s = buf.bytes();
+  got.insert(got.end(), s.begin(), s.end());
+  return true;
+}
+
 // Reads b until `want` bytes arrived, with buffers of varying size.
 void read_all(EventLoop& loop, int fd, std::size_t want, std::vector<std::byte>& got,
               std::mt19937_64& g, bool& failed) {
@@ -240,14 +254,8 @@ void read_all(EventLoop& loop, int fd, std::size_t want, std::vector<std::byte>&
   loop.read(
       fd, ByteBuffer::allocate(size),
       [&loop, fd, want, &got, &g, &failed](std::error_code ec, std::size_t n, ByteBuffer buf) {
-        if (ec || n == 0) {
-          failed = true;
-          return;
-        }
-        buf.flip();
-        auto s = buf.bytes();
-        got.insert(got.end(), s.begin(), s.end());
-        if (got.size() < want) read_all(loop, fd, want, got, g, failed);
+        if (append_read(ec, n, buf, got, failed) && got.size() < want)
+          read_all(loop, fd, want, got, g, failed);
       });
 }
 
@@ -393,13 +401,7 @@ TEST_P(LoopFaults, ABulkReadThatFilledItsBufferIsFollowedByAWaitNotARecvFindingN
   bool failed = false;
   loop.receive_multishot(b.get(), max_bytes,
                          [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
-                           if (ec || n == 0) {
-                             failed = true;
-                             return;
-                           }
-                           buf.flip();
-                           auto bytes = buf.bytes();
-                           got.insert(got.end(), bytes.begin(), bytes.end());
+                           append_read(ec, n, buf, got, failed);
                          });
   std::size_t sent = 0;
   auto burst = [&] {
