@@ -319,6 +319,7 @@ void SslHandler::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p
     promise.try_failure(failed_ ? error_ : make_error_code(transport::Errc::output_shutdown));
     return;
   }
+  if (pending_.capacity() == 0) pending_.reserve(2);  // a response's head and body: one block
   pending_.push_back({std::move(msg), std::move(promise)});
 }
 
@@ -339,7 +340,7 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     // transfer engine (sendfile).
     while (!pending_.empty()) {
       PendingWrite w = std::move(pending_.front());
-      pending_.pop_front();
+      pop_pending();
       if (w.promise.valid()) {
         track_write(w.promise.future());
         ctx.write(std::move(w.message), std::move(w.promise));
@@ -353,12 +354,13 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   std::vector<ByteBuffer> srcs;
   std::vector<ChannelPromise> promises;
   std::size_t total = 0;
-  while (!pending_.empty() && pending_.front().message.is_byte_buffer()) {
-    srcs.push_back(std::move(pending_.front().message.get<ByteBuffer>()));
-    promises.push_back(std::move(pending_.front().promise));
+  auto first_region = pending_.begin();
+  for (; first_region != pending_.end() && first_region->message.is_byte_buffer(); ++first_region) {
+    srcs.push_back(std::move(first_region->message.get<ByteBuffer>()));
+    promises.push_back(std::move(first_region->promise));
     total += srcs.back().remaining();
-    pending_.pop_front();
   }
+  pending_.erase(pending_.begin(), first_region);
   if (!srcs.empty()) {
     ByteBuffer out = BufferPool::for_this_thread().allocate(encrypted_size(total));
     std::size_t left = total;
@@ -395,8 +397,7 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
   FileRegion& region = pending_.front().message.get<FileRegion>();
   if (region.transferred() == 0) {
     if (std::error_code ec = region.check_file_length()) {
-      pending_.front().promise.try_failure(ec);
-      pending_.pop_front();
+      take_front_promise().try_failure(ec);
       write_pending(ctx);
       return;
     }
@@ -423,8 +424,7 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
         ec = make_error_code(transport::Errc::file_region_truncated);
       }
       const bool partly_sent = region.transferred() > 0;
-      pending_.front().promise.try_failure(ec);
-      pending_.pop_front();
+      take_front_promise().try_failure(ec);
       if (partly_sent) {
         // The peer has the region's first pieces: what follows would land where the rest of
         // the file belongs. The connection ends, as on the plain transport, and without
@@ -449,9 +449,7 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
       }
     }
     if (ec || b.has_remaining()) {
-      pending_.front().promise.try_failure(ec ? ec
-                                              : make_error_code(transport::Errc::output_shutdown));
-      pending_.pop_front();
+      take_front_promise().try_failure(ec ? ec : make_error_code(transport::Errc::output_shutdown));
       if (ec) {
         fail(ctx, ec);
       }
@@ -474,16 +472,13 @@ void SslHandler::write_pending(ChannelHandlerContext& ctx) {
     if (self->pending_.empty()) {
       return;  // failed and cleared meanwhile
     }
-    PendingWrite& front = self->pending_.front();
     if (ec) {
-      front.promise.try_failure(ec);
-      self->pending_.pop_front();
+      self->take_front_promise().try_failure(ec);
       self->fail_pending(ec);
       return;
     }
-    if (front.message.get<FileRegion>().remaining() == 0) {
-      front.promise.try_success();
-      self->pending_.pop_front();
+    if (self->pending_.front().message.get<FileRegion>().remaining() == 0) {
+      self->take_front_promise().try_success();
     }
     if (self->ctx_ != nullptr && !self->failed_) {
       self->write_pending(*self->ctx_);

@@ -9,7 +9,10 @@
 #include <niox/transport/embedded_channel.hpp>
 #include <niox/transport/idle_state_handler.hpp>
 #include <niox/transport/loop_socket_channel.hpp>
+#include <niox/transport/ssl_handler.hpp>
+#include <niox/ssl/ssl_context.hpp>
 
+#include "support/test_certificates.hpp"
 #include "support/transport_sockets.hpp"
 
 #include <gtest/gtest.h>
@@ -276,6 +279,31 @@ TEST_P(IdleConnectionBytesTest, AnIdleStateHandlerAddsLittle) {
 }
 
 NIOX_INSTANTIATE_BACKENDS(IdleConnectionBytesTest);
+
+// An SslHandler holds no room for writes before it has one to queue: a TLS connection that
+// waits for its first request pays for the handler alone. Its queue of pending writes was a
+// std::deque, which took 576 bytes (its map and a first node) as the handler was made.
+TEST(ConnectionMemory, AnSslHandlerHoldsNoWriteQueueBeforeItWrites) {
+  if (!kHeapCounted) GTEST_SKIP() << "a sanitizer's allocator is not glibc's";
+  test::TestCertificateAuthority ca;
+  test::PemPair leaf = ca.issue();
+  SslContext ssl =
+      SslContextBuilder::for_server(Pem::memory(leaf.certificate), Pem::memory(leaf.private_key))
+          .build();
+  constexpr int n = 200;
+  std::vector<SslEngine> engines;
+  engines.reserve(n);
+  for (int i = 0; i < n; ++i) engines.push_back(ssl.new_engine());
+  std::vector<std::shared_ptr<SslHandler>> handlers;
+  handlers.reserve(n);
+  const double before = static_cast<double>(heap_in_use());
+  for (SslEngine& e : engines) handlers.push_back(std::make_shared<SslHandler>(std::move(e)));
+  const double per_handler = (static_cast<double>(heap_in_use()) - before) / n;
+  std::printf("an SslHandler takes %.0f bytes beside its engine (sizeof %zu)\n", per_handler,
+              sizeof(SslHandler));
+  // The handler with its control block, in one chunk.
+  EXPECT_LE(per_handler, static_cast<double>(sizeof(SslHandler) + 64));
+}
 
 // A pipeline owns its contexts through their chain: once a ChannelInitializer ran and removed
 // itself, a channel holds the context of the handler it added and nothing beside it. It kept
