@@ -22,18 +22,6 @@ void check(const std::error_code& ec, const char* what) {
   if (ec) throw std::system_error(ec, what);
 }
 
-std::size_t copy_into(ByteBuffer& from, std::span<ByteBuffer> dsts) {
-  std::size_t moved = 0;
-  for (ByteBuffer& dst : dsts) {
-    const std::size_t n = std::min(from.remaining(), dst.remaining());
-    if (n == 0) continue;
-    dst.put(from.bytes().first(n));
-    from.position(from.position() + n);
-    moved += n;
-  }
-  return moved;
-}
-
 // Waits until the socket is readable or writable (the kTLS paths' recvmsg and sendmsg are
 // made by hand, outside the loop's read and write operations).
 auto poll_socket(AsynchronousSocketChannel& channel, int events, std::error_code& ec) {

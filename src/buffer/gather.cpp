@@ -68,6 +68,18 @@ std::size_t gather_iovecs(std::span<const ByteBuffer> buffers, std::span<iovec> 
   return b.iovec_count();
 }
 
+std::size_t copy_into(ByteBuffer& src, std::span<ByteBuffer> buffers) {
+  std::size_t moved = 0;
+  for (ByteBuffer& b : buffers) {
+    const std::size_t n = std::min(src.remaining(), b.remaining());
+    if (n == 0) continue;
+    b.put(src.bytes().first(n));
+    src.position(src.position() + n);
+    moved += n;
+  }
+  return moved;
+}
+
 std::size_t total_remaining(std::span<const ByteBuffer> buffers) noexcept {
   std::size_t sum = 0;
   for (const auto& b : buffers) {

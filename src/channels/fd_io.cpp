@@ -20,15 +20,16 @@ namespace {
 // Enough for one call; the iovecs live on the stack, never on the heap.
 using IovArray = std::array<iovec, max_iovecs_per_call>;
 
-ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off_t position) {
+ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off_t position,
+                   int send_flags) {
   if (kind == FdKind::socket) {
     if (n_iov == 1) {
-      return ::send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+      return ::send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | send_flags);
     }
     msghdr msg{};
     msg.msg_iov = const_cast<iovec*>(iov);
     msg.msg_iovlen = n_iov;
-    return ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    return ::sendmsg(fd, &msg, MSG_NOSIGNAL | send_flags);
   }
   if (position >= 0) {
     return n_iov == 1 ? ::pwrite(fd, iov[0].iov_base, iov[0].iov_len, position)
@@ -89,7 +90,7 @@ bool total_at_most(std::span<const ByteBuffer> bufs, std::size_t limit) noexcept
 }
 
 std::int64_t gather_write_impl(int fd, FdKind kind, std::span<ByteBuffer> srcs, off_t position,
-                               bool write_all, std::error_code& ec) {
+                               bool write_all, std::error_code& ec, int send_flags = 0) {
   ec.clear();
   std::size_t first = 0;
   while (first < srcs.size() && !srcs[first].has_remaining()) {
@@ -111,7 +112,8 @@ std::int64_t gather_write_impl(int fd, FdKind kind, std::span<ByteBuffer> srcs, 
     if (n_iov == 0) {
       break;
     }
-    ssize_t n = write_once(fd, kind, iov.data(), n_iov, position >= 0 ? position + total : -1);
+    ssize_t n =
+        write_once(fd, kind, iov.data(), n_iov, position >= 0 ? position + total : -1, send_flags);
     if (n < 0) {
       int e = errno;
       if (e == EINTR) {
@@ -188,6 +190,10 @@ std::int64_t gather_write(int fd, FdKind kind, std::span<ByteBuffer> srcs, off_t
     return gather_write_impl(fd, kind, srcs, position, write_all, ec);
   }
   return gather_write_impl(fd, kind, srcs, position, write_all, ec);
+}
+
+std::int64_t send_available(int fd, std::span<ByteBuffer> srcs, std::error_code& ec) {
+  return gather_write_impl(fd, FdKind::socket, srcs, -1, false, ec, MSG_DONTWAIT);
 }
 
 SigpipeBlock::SigpipeBlock() noexcept {

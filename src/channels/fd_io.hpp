@@ -35,6 +35,9 @@ std::int64_t write_from(int fd, FdKind kind, ByteBuffer& src, off_t position, bo
                         std::error_code& ec);
 std::int64_t gather_write(int fd, FdKind kind, std::span<ByteBuffer> srcs, off_t position,
                           bool write_all, std::error_code& ec);
+// gather_write's one pass (write_all false) on socket fd, never blocking whatever the socket's
+// O_NONBLOCK (MSG_DONTWAIT): for a caller on an event loop's thread.
+std::int64_t send_available(int fd, std::span<ByteBuffer> srcs, std::error_code& ec);
 
 // Blocks SIGPIPE for this thread while alive; a SIGPIPE raised meanwhile (by a write to a
 // closed pipe) is consumed before the old mask comes back, unless one was pending already.

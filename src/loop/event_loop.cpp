@@ -1,6 +1,8 @@
 #include "loop/loop_core.hpp"
 #include "loop/ops/family.hpp"
 
+#include "channels/fd_io.hpp"
+
 #include <niox/base/log.hpp>
 #include <niox/buffer/buffer_exceptions.hpp>
 #include <niox/buffer/gather.hpp>
@@ -805,19 +807,8 @@ std::int64_t EventLoop::receive_now(int fd, ByteBuffer& dst, std::error_code& ec
 
 std::size_t EventLoop::write_now(int fd, std::span<ByteBuffer> bufs) {
   if (fd < 0 || core_->write_pending(fd)) return 0;
-  iovec iov[16];
-  const std::size_t count = gather_iovecs(bufs, iov);
-  if (count == 0) return 0;
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = count;
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return 0;  // full, or an error (ENOTSOCK too): the loop's write takes over
-  const auto sent = static_cast<std::size_t>(n);
-  advance(bufs, sent);
+  std::error_code ec;  // full, or an error (ENOTSOCK too): the loop's write takes over
+  const auto sent = static_cast<std::size_t>(detail::send_available(fd, bufs, ec));
   detail::AtomicCounters::add(core_->stats().bytes_written, sent);
   return sent;
 }

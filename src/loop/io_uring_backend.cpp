@@ -230,7 +230,7 @@ bool IoUringBackend::waits_without_buffer(Operation& op) {
     // poll checks the socket as it is armed, so bytes still there complete it in the submission
     // the loop's wait makes anyway, where a recv tried at once finds EAGAIN as often as not (a
     // peer that sends in bursts) and costs a system call and a pooled block each time.
-    return (op.poll_first || op.fd_is_socket) && !ring_serves_multishot(op);
+    return op.fd_is_socket && !ring_serves_multishot(op);
   }
   if (!op.family->sqe_select || !op.fd_is_socket || !op.bufs.empty() || !op.poll_first) {
     return false;

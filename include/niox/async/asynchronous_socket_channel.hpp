@@ -47,7 +47,6 @@
 #include <niox/channels/socket_options.hpp>
 #include <niox/loop/event_loop.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -96,23 +95,11 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
       return loop.read(fd, std::span<const ByteBuffer>(bufs.data(), bufs.size()),
                        std::move(on_done));
     }
-    // What came from the stream, copied into bufs in order; its count.
-    std::size_t copy_got() {
-      std::size_t n = 0;
-      for (ByteBuffer& b : bufs) {
-        const std::size_t k = std::min(b.remaining(), got.remaining());
-        if (k == 0) continue;
-        b.put(got.slice(got.position(), k));
-        got.position(got.position() + k);
-        n += k;
-      }
-      return n;
-    }
-    std::int64_t result_now() { return static_cast<std::int64_t>(copy_got()); }
+    std::int64_t result_now() { return static_cast<std::int64_t>(copy_into(got, bufs)); }
     std::int64_t finish(const detail::LoopOpState& s) {
       std::size_t n = s.n;
       if (rx) {
-        n = copy_got();
+        n = copy_into(got, bufs);  // what came from the stream
       } else {
         advance(bufs, n);
       }
@@ -125,7 +112,7 @@ class AsynchronousSocketChannel : public SocketOptionsMixin<AsynchronousSocketCh
         fd_.loop(), "read", ec, ReadStart{bufs, rx_, fd_.get()},
         [](detail::LoopOpState& s, ReadStart& r) { return r.finish(s); });
   }
-  // Writes: what the socket takes at once is written by EventLoop::write_now() (one sendmsg)
+  // Writes: what the socket takes at once is written by EventLoop::write_now() (one send)
   // without suspending; the loop writes the rest.
   struct WriteStart {
     std::span<ByteBuffer> bufs;

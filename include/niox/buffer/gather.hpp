@@ -48,6 +48,11 @@ std::size_t advance(std::span<ByteBuffer> buffers, std::size_t n) noexcept;
 // Sum of remaining() over the buffers.
 std::size_t total_remaining(std::span<const ByteBuffer> buffers) noexcept;
 
+// Copies src's remaining bytes into the buffers' room, in order, each filled before the next;
+// src and each buffer advance by what moved. Returns the count (less than src held when the
+// buffers fill). Throws ReadOnlyBufferException for a read-only buffer that would take bytes.
+std::size_t copy_into(ByteBuffer& src, std::span<ByteBuffer> buffers);
+
 // Builds the iovecs of ONE gathering write piece by piece, copying runs of small pieces into a
 // caller-owned scratch area so that a run goes to the kernel as one iovec:
 //

@@ -323,13 +323,14 @@ class EventLoop final : public Executor {
   // plain recv, the loop learns whether this read drained the socket (it got less than the
   // room), and the next receive() on fd goes by that.
   std::int64_t receive_now(int fd, ByteBuffer& dst, std::error_code& ec);
-  // One sendmsg(MSG_DONTWAIT) of the buffers' remaining bytes on socket fd, now, when no write
-  // of fd is queued or in the kernel: the bytes written, each buffer's position advanced by
-  // exactly what it gave. 0 otherwise, and when nothing could be written now (the socket full,
-  // or an error, which the loop's write() then reports): write() the rest. The fast path of a
-  // write that usually completes at once, on both backends: on io_uring the same send through
-  // the ring costs a submission, a completion and a pass of the loop before its caller goes on.
-  // On the loop thread.
+  // Sends the buffers' remaining bytes on socket fd now, without blocking (MSG_DONTWAIT), when
+  // no write of fd is queued or in the kernel: one send for one buffer, one sendmsg for several
+  // (small ones copied together, as SocketChannel's gathering write does). Returns the bytes
+  // written, each buffer's position advanced by exactly what it gave; 0 when a write is pending
+  // or nothing could be written now (the socket full, or an error, which the loop's write()
+  // then reports): write() the rest. The fast path of a write that usually completes at once,
+  // on both backends: on io_uring the same send through the ring costs a submission, a
+  // completion and a pass of the loop before its caller goes on. On the loop thread.
   std::size_t write_now(int fd, std::span<ByteBuffer> bufs);
   // Receives until stopped: handler(ec, n, ByteBuffer buf) once per arrival, each buffer as
   // receive() hands it ([0, n) the bytes, position n, the handler's to keep, a ring buffer back
