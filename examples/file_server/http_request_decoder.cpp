@@ -67,22 +67,6 @@ void for_each_list_element(std::string_view list, F&& f) {
 
 }  // namespace
 
-bool equals_ignore_case(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto x = static_cast<unsigned char>(a[i]);
-    auto y = static_cast<unsigned char>(b[i]);
-    if (x >= 'A' && x <= 'Z') x = static_cast<unsigned char>(x + 32);
-    if (y >= 'A' && y <= 'Z') y = static_cast<unsigned char>(y + 32);
-    if (x != y) {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::optional<std::string_view> HttpRequest::header(std::string_view name) const noexcept {
   for (const auto& h : headers_) {
     if (equals_ignore_case(h.name, name)) {

@@ -65,8 +65,23 @@ struct HttpHeader {
   std::string_view value;
 };
 
-// ASCII case-insensitive equality, as field names and tokens compare (RFC 9110 §5.1).
-bool equals_ignore_case(std::string_view a, std::string_view b) noexcept;
+// ASCII case-insensitive equality, as field names and tokens compare (RFC 9110 §5.1). Inline:
+// most calls are a lookup among names of other lengths, decided by the first comparison.
+inline bool equals_ignore_case(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto x = static_cast<unsigned char>(a[i]);
+    auto y = static_cast<unsigned char>(b[i]);
+    if (x >= 'A' && x <= 'Z') x = static_cast<unsigned char>(x + 32);
+    if (y >= 'A' && y <= 'Z') y = static_cast<unsigned char>(y + 32);
+    if (x != y) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // A decoded request head. Every view points into the decoder that produced it and is valid until
 // that decoder's next decode() or reset().

@@ -5,41 +5,87 @@
 #include <niox/buffer/buffer_pool.hpp>
 
 #include <cerrno>
+#include <charconv>
 
 #include <fcntl.h>
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 namespace niox::http {
 namespace {
 
-// From the loop thread's pool: a response head is written and released within the request
-// (ByteBuffer::allocate would be a zeroed heap block, which glibc's calloc takes past its
-// per-thread cache).
-ByteBuffer to_buffer(const fmt::memory_buffer& text) {
-  auto buf = BufferPool::for_this_thread().allocate(text.size());
-  buf.put(std::string_view(text.data(), text.size()));
-  buf.flip();
-  return buf;
-}
-
-// The status line and the fields every response has.
-void begin_head(fmt::memory_buffer& out, HttpStatus status, std::string_view server,
-                std::time_t now) {
-  char date[http_date_length];
-  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\nServer: {}\r\nDate: {}\r\n",
-                 code(status), reason_phrase(status), server, format_http_date(now, date));
-}
-
-void end_head(fmt::memory_buffer& out, bool keep_alive, bool http10) {
-  if (!keep_alive) {
-    out.append(std::string_view("Connection: close\r\n"));
-  } else if (http10) {
-    out.append(std::string_view("Connection: keep-alive\r\n"));
+// One instant's HTTP-date, formatted again only when asked for another.
+class DateText {
+ public:
+  std::string_view of(std::time_t t) noexcept {
+    if (!set_ || at_ != t) {
+      format_http_date(t, text_);
+      at_ = t;
+      set_ = true;
+    }
+    return {text_, http_date_length};
   }
-  out.append(std::string_view("\r\n"));
-}
+
+ private:
+  std::time_t at_ = 0;
+  bool set_ = false;
+  char text_[http_date_length];
+};
+
+// A response head, written straight into a buffer from the loop thread's pool: a head is
+// written and released within its request (ByteBuffer::allocate would be a zeroed heap block,
+// which glibc's calloc takes past its per-thread cache), and a format library's buffer would be
+// one more copy, and its format strings parsed again per response. The buffer holds
+// `fixed_room` plus whatever the caller says it adds beyond the fields below; a head that did
+// not fit would throw BufferOverflowException, never be cut short.
+class Head {
+ public:
+  // Every field a head can have, other than the server name and a Location: the longest
+  // status line, Date, Content-Type (the longest media type), Content-Length, Last-Modified,
+  // Accept-Ranges, Content-Range with three 20-digit numbers, Allow and Connection take 370.
+  static constexpr std::size_t fixed_room = 512;
+
+  Head(HttpStatus status, std::string_view server, std::time_t now, std::size_t more_room = 0)
+      : buf_(BufferPool::for_this_thread().allocate(fixed_room + server.size() + more_room)) {
+    add("HTTP/1.1 ")
+        .add(static_cast<std::uint64_t>(code(status)))
+        .add(" ")
+        .add(reason_phrase(status));
+    add("\r\nServer: ").add(server).add("\r\nDate: ").add(http_date_now(now)).add("\r\n");
+  }
+
+  Head& add(std::string_view text) {
+    buf_.put(text);
+    return *this;
+  }
+  Head& add(std::uint64_t n) {
+    char digits[20];
+    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    return add(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+  }
+
+  // The Connection field where the default does not say it, and the blank line.
+  ByteBuffer finish(bool keep_alive, bool http10) {
+    if (!keep_alive) {
+      add("Connection: close\r\n");
+    } else if (http10) {
+      add("Connection: keep-alive\r\n");
+    }
+    add("\r\n");
+    buf_.flip();
+    return std::move(buf_);
+  }
+
+ private:
+  // The Date of every response in one second is the same text: formatted once per second and
+  // thread (each loop thread writes its own heads).
+  static std::string_view http_date_now(std::time_t now) noexcept {
+    thread_local DateText date;
+    return date.of(now);
+  }
+
+  ByteBuffer buf_;
+};
 
 // Reads exactly `count` bytes at `offset`; false if the file ended early or failed.
 bool pread_fully(int fd, std::span<std::byte> dst, std::uint64_t offset) {
@@ -69,25 +115,27 @@ HttpResponse StaticFileResponder::text_response(HttpStatus status, bool keep_ali
   HttpResponse r;
   r.status = status;
   r.keep_alive = keep_alive && code(status) < 500;
-  auto text = fmt::format("{} {}\n", code(status), reason_phrase(status));
-  fmt::memory_buffer head;
-  begin_head(head, status, config_.server_name, now);
+  std::string body = std::to_string(code(status));
+  body.append(" ").append(reason_phrase(status)).append("\n");
+
+  // "Location: " and its end of line beside the location itself.
+  Head head(status, config_.server_name, now, location.size() + 12);
   if (status == HttpStatus::method_not_allowed) {
-    head.append(std::string_view("Allow: GET, HEAD\r\n"));
+    head.add("Allow: GET, HEAD\r\n");
   }
   if (!location.empty()) {
-    fmt::format_to(std::back_inserter(head), "Location: {}\r\n", location);
+    head.add("Location: ").add(location).add("\r\n");
   }
   if (status == HttpStatus::range_not_satisfiable) {
-    fmt::format_to(std::back_inserter(head), "Content-Range: bytes */{}\r\n", size_for_416);
+    head.add("Content-Range: bytes */").add(size_for_416).add("\r\n");
   }
-  fmt::format_to(std::back_inserter(head),
-                 "Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n", text.size());
-  end_head(head, r.keep_alive, http10);
-  r.head = to_buffer(head);
+  head.add("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
+      .add(std::uint64_t{body.size()})
+      .add("\r\n");
+  r.head = head.finish(r.keep_alive, http10);
   if (!head_only) {
-    r.body = ByteBuffer::allocate(text.size());
-    r.body.put(std::string_view(text));
+    r.body = ByteBuffer::allocate(body.size());
+    r.body.put(std::string_view(body));
     r.body.flip();
   }
   return r;
@@ -169,8 +217,10 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
   const bool http10 = request.version() == HttpVersion::http_1_0;
   const bool head_only = request.is_head();
   const bool keep_alive = request.keep_alive();
-  char last_modified[http_date_length];
-  format_http_date(file.mtime, last_modified);
+  // A loop serves the same few files again and again: like Date, their Last-Modified is
+  // formatted again only when it changes.
+  thread_local DateText modified;
+  const std::string_view last_modified = modified.of(file.mtime);
 
   // RFC 9110 §13.1.3: If-Modified-Since is ignored when If-None-Match is present, and when its
   // date is invalid, which a date later than the server's current time is.
@@ -180,12 +230,11 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
         HttpResponse r;
         r.status = HttpStatus::not_modified;
         r.keep_alive = keep_alive;
-        fmt::memory_buffer head;
-        begin_head(head, r.status, config_.server_name, now);
-        fmt::format_to(std::back_inserter(head), "Last-Modified: {}\r\n",
-                       std::string_view(last_modified, http_date_length));
-        end_head(head, keep_alive, http10);
-        r.head = to_buffer(head);
+        r.head = Head(r.status, config_.server_name, now)
+                     .add("Last-Modified: ")
+                     .add(last_modified)
+                     .add("\r\n")
+                     .finish(keep_alive, http10);
         return r;
       }
     }
@@ -213,21 +262,27 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
   r.keep_alive = keep_alive;
   std::uint64_t offset = 0;
   std::uint64_t count = file.size;
-  fmt::memory_buffer head;
   if (range.kind == ByteRange::Kind::satisfiable) {
     r.status = HttpStatus::partial_content;
     offset = range.first;
     count = range.length();
   }
-  begin_head(head, r.status, config_.server_name, now);
-  fmt::format_to(std::back_inserter(head),
-                 "Content-Type: {}\r\nContent-Length: {}\r\nLast-Modified: {}\r\n"
-                 "Accept-Ranges: bytes\r\n",
-                 content_type_for(file.path), count,
-                 std::string_view(last_modified, http_date_length));
+  Head head(r.status, config_.server_name, now);
+  head.add("Content-Type: ")
+      .add(content_type_for(file.path))
+      .add("\r\nContent-Length: ")
+      .add(count)
+      .add("\r\nLast-Modified: ")
+      .add(last_modified)
+      .add("\r\nAccept-Ranges: bytes\r\n");
   if (r.status == HttpStatus::partial_content) {
-    fmt::format_to(std::back_inserter(head), "Content-Range: bytes {}-{}/{}\r\n", range.first,
-                   range.last, file.size);
+    head.add("Content-Range: bytes ")
+        .add(range.first)
+        .add("-")
+        .add(range.last)
+        .add("/")
+        .add(file.size)
+        .add("\r\n");
   }
   if (!head_only && count > 0 && content != nullptr) {
     r.body = content->slice(static_cast<std::size_t>(offset), static_cast<std::size_t>(count));
@@ -243,8 +298,7 @@ HttpResponse StaticFileResponder::plan_file(const HttpRequest& request, const Fi
     r.file_offset = offset;
     r.file_count = count;
   }
-  end_head(head, keep_alive, http10);
-  r.head = to_buffer(head);
+  r.head = head.finish(keep_alive, http10);
   return r;
 }
 

@@ -72,15 +72,15 @@ class StaticFileResponderTest : public ::testing::Test {
     responder_ = std::make_unique<StaticFileResponder>(*root_, cfg);
   }
 
-  HttpResponse respond(std::string_view request) {
+  HttpResponse respond(std::string_view request, std::time_t at = now) {
     HttpRequestDecoder decoder;
     auto in = ByteBuffer::wrap(request);
     auto st = decoder.decode(in);
     if (st == DecodeStatus::error) {
-      return responder_->respond_to_decode_error(decoder.error_status(), now);
+      return responder_->respond_to_decode_error(decoder.error_status(), at);
     }
     EXPECT_EQ(st, DecodeStatus::request) << request;
-    return responder_->respond(decoder.request(), now);
+    return responder_->respond(decoder.request(), at);
   }
 
   testing::TempTree tree_;
@@ -106,6 +106,56 @@ TEST_F(StaticFileResponderTest, SmallFileTravelsInMemoryWithItsHead) {
   EXPECT_FALSE(r.file.valid());  // closed: nothing left to send from it
   EXPECT_TRUE(r.keep_alive);
   EXPECT_EQ(r.total_bytes(), r.head.remaining() + 5);
+}
+
+// Date and Last-Modified are formatted once and kept while they stay the same: each response
+// still carries its own second and its own file's time.
+TEST_F(StaticFileResponderTest, EveryResponseCarriesItsOwnDateAndItsFilesTime) {
+  constexpr std::time_t newer = 1700000000;
+  tree_.write("newer.txt", "beta");
+  timespec times[2] = {{newer, 0}, {newer, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (tree_ / "newer.txt").c_str(), times, 0), 0);
+  const std::pair<const char*, std::time_t> asked[] = {
+      {"/small.txt", now},     {"/newer.txt", now}, {"/small.txt", now + 1},
+      {"/newer.txt", now + 1}, {"/small.txt", now}, {"/newer.txt", now + 86400}};
+  for (const auto& [path, at] : asked) {
+    auto p =
+        parse_head(respond(std::string("GET ") + path + " HTTP/1.1\r\nHost: h\r\n\r\n", at).head);
+    EXPECT_EQ(p.at("date"), format_http_date(at)) << path << " at " << at;
+    EXPECT_EQ(p.at("last-modified"),
+              format_http_date(std::string_view(path) == "/small.txt" ? file_mtime : newer))
+        << path << " at " << at;
+  }
+  auto error = parse_head(respond("DELETE /small.txt HTTP/1.1\r\nHost: h\r\n\r\n", now + 2).head);
+  EXPECT_EQ(error.at("date"), format_http_date(now + 2));
+}
+
+// A head is written into a buffer sized beforehand: a long server name or Location still fits
+// whole.
+TEST_F(StaticFileResponderTest, LongServerNamesAndLocationsFitTheHead) {
+  StaticFileConfig cfg;
+  cfg.server_name = std::string(5000, 's');
+  StaticFileResponder long_named(*root_, cfg);
+  std::string dir;  // 2,412 characters, in segments a file system takes
+  for (int i = 0; i < 12; ++i) dir += (i ? "/" : "") + std::string(200, static_cast<char>('a' + i));
+  tree_.write(dir + "/index.html", "<p>deep</p>");
+  HttpRequestDecoder decoder(HttpDecoderConfig{.max_header_bytes = 16384});
+  const std::string request = "GET /" + dir + "?q=1 HTTP/1.1\r\nHost: h\r\n\r\n";
+  auto in = ByteBuffer::wrap(std::string_view(request));
+  ASSERT_EQ(decoder.decode(in), DecodeStatus::request);
+  auto redirect = parse_head(long_named.respond(decoder.request(), now).head);
+  EXPECT_EQ(redirect.status_line, "HTTP/1.1 301 Moved Permanently");
+  EXPECT_EQ(redirect.at("server"), cfg.server_name);
+  EXPECT_EQ(redirect.at("location"), "/" + dir + "/?q=1");
+
+  decoder.reset();
+  const std::string ranged = "GET /big.bin HTTP/1.1\r\nHost: h\r\nRange: bytes=1-998\r\n\r\n";
+  auto in2 = ByteBuffer::wrap(std::string_view(ranged));
+  ASSERT_EQ(decoder.decode(in2), DecodeStatus::request);
+  auto partial = parse_head(long_named.respond(decoder.request(), now).head);
+  EXPECT_EQ(partial.status_line, "HTTP/1.1 206 Partial Content");
+  EXPECT_EQ(partial.at("server"), cfg.server_name);
+  EXPECT_EQ(partial.at("content-range"), "bytes 1-998/1000");
 }
 
 TEST_F(StaticFileResponderTest, LargeFileBecomesARegion) {
