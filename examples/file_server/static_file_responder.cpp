@@ -17,18 +17,18 @@ namespace {
 // One instant's HTTP-date, formatted again only when asked for another.
 class DateText {
  public:
+  DateText() noexcept { format_http_date(at_, text_); }
+
   std::string_view of(std::time_t t) noexcept {
-    if (!set_ || at_ != t) {
+    if (t != at_) {
       format_http_date(t, text_);
       at_ = t;
-      set_ = true;
     }
     return {text_, http_date_length};
   }
 
  private:
   std::time_t at_ = 0;
-  bool set_ = false;
   char text_[http_date_length];
 };
 
