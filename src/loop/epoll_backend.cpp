@@ -132,6 +132,7 @@ void EpollBackend::attempt(Operation* op) {
   AtomicCounters::add(core_.stats().kernel_entries, 1);
   long r = attempt_sync(*op);
   if (r == -EAGAIN) {
+    AtomicCounters::add(core_.stats().would_block, 1);
     if (edge == POLLIN) f->readable = false;
     if (edge == POLLOUT) f->writable = false;
     park(op);
@@ -147,7 +148,7 @@ void EpollBackend::attempt(Operation* op) {
     f->readable = false;
   if (family.multishot && (r > 0 || (r == 0 && !family.zero_ends))) {
     core_.on_result(*op, r, /*more=*/true);
-    op->bstate = BackendState::ready;  // accept (or receive) until EAGAIN
+    op->bstate = BackendState::ready;  // accept (or receive) until drained or EAGAIN
     ready_.push_back(op);
     return;
   }

@@ -739,6 +739,7 @@ LoopCounters LoopCore::counters() const noexcept {
   c.bulk_receives = r(stats_.bulk_receives);
   c.zero_copy_sends = r(stats_.zero_copy_sends);
   c.zero_copy_fallbacks = r(stats_.zero_copy_fallbacks);
+  c.would_block = r(stats_.would_block);
   return c;
 }
 

@@ -37,7 +37,7 @@ struct AtomicCounters {
       wakeups{0}, timers_fired{0}, sq_full_submits{0}, cq_overflow_flushes{0}, ring_receives{0},
       ring_fallbacks{0}, multishot_arms{0}, ring_exhausted{0}, receive_bound_stops{0},
       speculative_receives{0}, speculative_misses{0}, bulk_receives{0}, zero_copy_sends{0},
-      zero_copy_fallbacks{0};
+      zero_copy_fallbacks{0}, would_block{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

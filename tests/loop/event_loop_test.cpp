@@ -257,6 +257,38 @@ TEST_P(LoopTest, AcceptMultishotUntilCancelled) {
   loop.release(listener);
 }
 
+// An accept that finds the queue empty costs about what a successful one does (the kernel sets
+// up the new socket first), so the multishot accept never makes one once a connection came:
+// with connections arriving one at a time, each is one accept and no attempt finds EAGAIN.
+TEST_P(LoopTest, AcceptMultishotMakesNoAcceptThatFindsTheQueueEmpty) {
+  EventLoop loop(options());
+  FileDescriptor listener = test::loop_tcp_listener();
+  std::vector<FileDescriptor> accepted, clients;
+  bool ended = false;
+  auto h = loop.accept_multishot(listener.get(), [&](std::error_code ec, FileDescriptor fd) {
+    if (ec)
+      ended = true;
+    else
+      accepted.push_back(std::move(fd));
+  });
+  clients.push_back(test::loop_tcp_client(listener.get()));
+  ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == 1; }));
+  const LoopCounters before = loop.counters();
+  constexpr std::size_t kConnections = 20;
+  for (std::size_t i = 1; i <= kConnections; ++i) {
+    clients.push_back(test::loop_tcp_client(listener.get()));
+    ASSERT_TRUE(run_until(loop, [&] { return accepted.size() == i + 1; }));
+  }
+  if (loop.backend() == BackendKind::epoll) {
+    // Before the queue was polled, each connection cost a second accept4 that found it empty.
+    EXPECT_EQ(loop.counters().would_block - before.would_block, 0u);
+  }
+  EXPECT_TRUE(loop.cancel(h));
+  ASSERT_TRUE(run_until(loop, [&] { return ended; }));
+  EXPECT_EQ(accepted.size(), kConnections + 1);
+  loop.close(std::move(listener));
+}
+
 // The handler owns each accepted connection: one it drops is closed with its FileDescriptor,
 // for the single and the multishot accept, so a server that lets connections go leaks nothing.
 TEST_P(LoopTest, AcceptedConnectionsTheHandlerDropsAreClosed) {

@@ -429,8 +429,8 @@ class EventLoop final : public Executor {
   }
   // handler(ec, FileDescriptor fd) once per connection until cancelled, closed or failed, owning
   // each fd like accept(); the last call carries the error (operation_aborted after cancel) and
-  // an invalid fd. Multishot accept on io_uring; accept4 until EAGAIN on each readiness edge
-  // with epoll.
+  // an invalid fd. Multishot accept on io_uring; with epoll, accept4 on each readiness edge
+  // while poll() says another connection waits (no accept4 that finds the queue empty).
   template <class H>
   OperationHandle accept_multishot(int listen_fd, H&& handler) {
     return start({detail::OpKind::accept_multishot, listen_fd},

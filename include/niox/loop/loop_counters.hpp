@@ -11,7 +11,8 @@ namespace niox {
 struct LoopCounters {
   std::uint64_t loop_turns = 0;
   // Syscalls that entered the kernel to submit or wait (io_uring_enter, epoll_wait) plus the
-  // I/O syscalls the epoll backend made itself (read, writev, accept4, ...).
+  // I/O syscalls the epoll backend made itself (read, writev, accept4, ...; not the poll() with
+  // which a multishot accept asks whether another connection waits).
   std::uint64_t kernel_entries = 0;
   std::uint64_t ops_submitted = 0;  // operations handed to the backend (each resubmission too)
   std::uint64_t ops_completed = 0;  // completion handlers run
@@ -51,6 +52,9 @@ struct LoopCounters {
   // ring or the socket refused the opcode.
   std::uint64_t zero_copy_sends = 0;
   std::uint64_t zero_copy_fallbacks = 0;
+  // epoll only: attempts (counted in kernel_entries) that found their descriptor not ready
+  // (EAGAIN) and went on to wait for readiness: the syscalls readiness tracking did not save.
+  std::uint64_t would_block = 0;
 
   double buffers_per_gathering_write() const noexcept {
     return gathering_writes ? static_cast<double>(gathered_buffers) / gathering_writes : 0.0;
@@ -70,12 +74,12 @@ struct fmt::formatter<niox::LoopCounters> {
         "gathering_writes={} buffers_per_gather={:.2f} tasks={} wakeups={} timers={} "
         "sq_full={} cq_overflow={} ring_receives={} ring_fallbacks={} multishot_arms={} "
         "ring_exhausted={} receive_bound_stops={} speculative_receives={} speculative_misses={} "
-        "bulk_receives={} zero_copy_sends={} zero_copy_fallbacks={}",
+        "bulk_receives={} zero_copy_sends={} zero_copy_fallbacks={} would_block={}",
         c.loop_turns, c.kernel_entries, c.ops_submitted, c.ops_completed, c.bytes_read,
         c.bytes_written, c.gathering_writes, c.buffers_per_gathering_write(), c.tasks_run,
         c.wakeups, c.timers_fired, c.sq_full_submits, c.cq_overflow_flushes, c.ring_receives,
         c.ring_fallbacks, c.multishot_arms, c.ring_exhausted, c.receive_bound_stops,
         c.speculative_receives, c.speculative_misses, c.bulk_receives, c.zero_copy_sends,
-        c.zero_copy_fallbacks);
+        c.zero_copy_fallbacks, c.would_block);
   }
 };

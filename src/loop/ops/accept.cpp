@@ -1,9 +1,10 @@
 // The accept family: one connection, or (multishot) one per connection until stopped; epoll
-// accepts until EAGAIN on each readiness edge. The new descriptors are non-blocking and
-// O_CLOEXEC; the operation holds them in its OpSide::accepted until the handler takes them, and
-// those it never hands over close with it.
+// accepts on each readiness edge until the queue is empty. The new descriptors are non-blocking
+// and O_CLOEXEC; the operation holds them in its OpSide::accepted until the handler takes them,
+// and those it never hands over close with it.
 #include "loop/ops/family.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 namespace niox::detail {
@@ -16,6 +17,18 @@ void accept_sqe(io_uring_sqe& sqe, Operation& op) {
 }
 
 long accept_attempt(Operation& op) { return ::accept4(op.fd, nullptr, nullptr, accept_flags); }
+
+// accept4 sets up the new socket and its file before it looks at the queue, so one that finds
+// the queue empty costs about as much as one that succeeds (several times a poll()). The
+// multishot asks poll() whether another connection waits and, when none does, reports the queue
+// drained (short_read): the backend then waits for the next edge, which every connection queued
+// later raises, also one that lands between this poll and the next epoll_wait.
+long accept_multishot_attempt(Operation& op) {
+  long fd = accept_attempt(op);
+  pollfd more{op.fd, POLLIN, 0};
+  op.short_read = fd >= 0 && ::poll(&more, 1, 0) == 0;
+  return fd;
+}
 
 void multishot_result(LoopCore& core, Operation& op, long res, bool more) {
   if (res >= 0) {
@@ -70,7 +83,7 @@ const OpFamily accept_multishot_family{
         [](io_uring_sqe& sqe, Operation& op) {
           io_uring_prep_multishot_accept(&sqe, op.fd, nullptr, nullptr, accept_flags);
         },
-    .attempt = accept_attempt,
+    .attempt = accept_multishot_attempt,
     .result = multishot_result,
     .interim =
         [](LoopCore& core, Operation& op) {
