@@ -32,10 +32,12 @@ class Backend {
   // Asks for an operation in the backend to stop; its result (-ECANCELED, or the real one if it
   // raced) arrives through on_result, maybe before cancel() returns.
   virtual void cancel(Operation& op) = 0;
-  // Every operation of fd has been cancelled; the descriptor is about to be closed or released.
-  virtual void forget_fd(int fd) = 0;
-  // fd is known to be non-blocking (detail::declare_nonblocking_socket).
-  virtual void declare_nonblocking(int /*fd*/) {}
+  // Every operation of fd has been cancelled; the descriptor is about to be closed (`closing`)
+  // or released to its owner.
+  virtual void forget_fd(int fd, bool closing) = 0;
+  // fd is a socket accept just made (detail::declare_accepted_socket): non-blocking, and its
+  // first bytes are likely still on their way.
+  virtual void declare_accepted(int /*fd*/) {}
   // Makes every attempt that needs no waiting (epoll speculation, readiness fallbacks).
   virtual void flush() = 0;
   // One kernel entry: submits what is queued, waits up to `timeout` (negative = no limit) for

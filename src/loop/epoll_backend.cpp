@@ -59,11 +59,14 @@ void EpollBackend::cancel(Operation& op) {
   core_.on_result(op, -ECANCELED);
 }
 
-void EpollBackend::forget_fd(int fd) {
+void EpollBackend::forget_fd(int fd, bool closing) {
   Fd* found = find(fd);
   if (found == nullptr) return;
   Fd& f = *found;
-  if (f.registered) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  // Closing the descriptor removes its registration (nginx relies on the same): one syscall
+  // less per connection. Only a duplicate of it made elsewhere (dup, fork) would keep the
+  // registration alive; its events carry the old generation and are dropped in wait().
+  if (f.registered && !closing) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
   // Operations of other descriptors parked here (a transfer's file) retry and see the closed fd.
   wake_list(f.in);
   wake_list(f.out);
@@ -71,6 +74,14 @@ void EpollBackend::forget_fd(int fd) {
   std::uint32_t gen = f.generation + 1;
   f = Fd{};
   f.generation = gen & 0x3fffffff;
+}
+
+void EpollBackend::declare_accepted(int fd) {
+  // Registered now, with its read known not ready: the first read waits for the edge (see
+  // LoopCore::declare_accepted_socket). Registering reports bytes already there as that edge.
+  Fd& f = fd_entry(fd);
+  f.nonblocking = true;
+  if (ensure_registered(fd, f)) f.readable = false;
 }
 
 void EpollBackend::ensure_nonblocking(int fd, Fd& f) {

@@ -23,8 +23,8 @@ class EpollBackend final : public Backend {
   BackendKind kind() const noexcept override { return BackendKind::epoll; }
   void start(Operation& op) override;
   void cancel(Operation& op) override;
-  void forget_fd(int fd) override;
-  void declare_nonblocking(int fd) override { fd_entry(fd).nonblocking = true; }
+  void forget_fd(int fd, bool closing) override;
+  void declare_accepted(int fd) override;
   void flush() override { drain(); }
   void wait(std::chrono::nanoseconds timeout) override;
   void watch_internal(int fd, InternalFd which) override;
@@ -37,7 +37,8 @@ class EpollBackend final : public Backend {
     bool unpollable = false;  // regular files: always ready, epoll refuses them
     bool nonblocking = false;
     // Readiness as the edges told it (meaningful once registered): an attempt in a direction
-    // the last EAGAIN closed waits for the next edge instead of repeating the EAGAIN syscall.
+    // the last EAGAIN (or a short read, or the accept) closed waits for the next edge instead
+    // of repeating the EAGAIN syscall.
     bool readable = true;
     bool writable = true;
     // An edge said the peer hung up or the socket failed: reads go on until they find the

@@ -428,12 +428,17 @@ bool LoopCore::cancel(OperationHandle h) {
   return true;
 }
 
-void LoopCore::declare_nonblocking_socket(int fd) {
+void LoopCore::declare_accepted_socket(int fd) {
   if (fd < 0) return;
   if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
   fds_[fd].classified = true;
   fds_[fd].is_socket = true;
-  backend_->declare_nonblocking(fd);
+  // accept returns once the handshake's last ACK is in; the peer's first bytes travel behind
+  // it and are seldom there yet (most of the time under connection churn), so the first read
+  // waits for them (IORING_RECVSEND_POLL_FIRST, epoll's edge) instead of a recv finding EAGAIN.
+  // Bytes already there complete that wait at once.
+  fds_[fd].last_read = LastRead::drained;
+  backend_->declare_accepted(fd);
 }
 
 void LoopCore::close_at_shutdown(int fd, ClosedAtShutdown& owner) {
@@ -444,7 +449,7 @@ void LoopCore::close_at_shutdown(int fd, ClosedAtShutdown& owner) {
   fs.owner = &owner;
 }
 
-void LoopCore::forget(int fd) {
+void LoopCore::forget(int fd, bool closing) {
   if (fd < 0) return;
   if (static_cast<std::size_t>(fd) < fds_.size()) {
     // Detach everything first: from here on no operation refers to this descriptor's state, so
@@ -458,7 +463,7 @@ void LoopCore::forget(int fd) {
     for (std::size_t i = base; i < victims.size(); ++i) abort(victims[i]);
     victims.resize(base);
   }
-  backend_->forget_fd(fd);
+  backend_->forget_fd(fd, closing);
 }
 
 // ---- The turn -------------------------------------------------------------------------------
@@ -908,13 +913,13 @@ ScheduledFuture EventLoop::schedule_at_fixed_rate(std::chrono::nanoseconds initi
 bool EventLoop::cancel(OperationHandle handle) { return core_->cancel(handle); }
 std::error_code EventLoop::close(FileDescriptor fd) {
   if (!fd) return std::make_error_code(std::errc::bad_file_descriptor);
-  core_->forget(fd.get());
+  core_->forget(fd.get(), /*closing=*/true);
   return fd.close();
 }
-void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get()); }
+void EventLoop::release(const FileDescriptor& fd) { core_->forget(fd.get(), /*closing=*/false); }
 
-void detail::declare_nonblocking_socket(EventLoop& loop, int fd) {
-  loop.core_->declare_nonblocking_socket(fd);
+void detail::declare_accepted_socket(EventLoop& loop, int fd) {
+  loop.core_->declare_accepted_socket(fd);
 }
 void detail::close_at_shutdown(EventLoop& loop, int fd, ClosedAtShutdown& owner) {
   loop.core_->close_at_shutdown(fd, owner);

@@ -318,7 +318,7 @@ void IoUringBackend::cancel(Operation& op) {
   }
 }
 
-void IoUringBackend::forget_fd(int) {
+void IoUringBackend::forget_fd(int, bool) {
   // SQEs still in the SQ name the descriptor by number: they must reach the kernel before the
   // number can be closed and reused.
   if (io_uring_sq_ready(&ring_) > 0) submit_now();

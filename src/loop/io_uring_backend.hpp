@@ -36,7 +36,7 @@ class IoUringBackend final : public Backend {
   bool multishot_receive() const noexcept override { return multishot_ && recv_ring_; }
   void start(Operation& op) override;
   void cancel(Operation& op) override;
-  void forget_fd(int fd) override;
+  void forget_fd(int fd, bool closing) override;
   void flush() override;
   void wait(std::chrono::nanoseconds timeout) override;
   void watch_internal(int fd, InternalFd which) override;

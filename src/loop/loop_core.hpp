@@ -51,10 +51,12 @@ class LoopCore {
   // ---- used by EventLoop ----
   OperationHandle start(const OpArgs& args, CompletionFn fn);
   bool cancel(OperationHandle h);
-  // Aborts what is pending on fd and forgets it; never closes it (EventLoop::close does).
-  void forget(int fd);
-  // The descriptor is a non-blocking socket: no fstat, and no fcntl on epoll, to find out.
-  void declare_nonblocking_socket(int fd);
+  // Aborts what is pending on fd and forgets it; never closes it (EventLoop::close does, at
+  // once after, when `closing`).
+  void forget(int fd, bool closing);
+  // The descriptor is a socket accept just made: non-blocking (no fstat, and no fcntl on
+  // epoll, to find out), and nothing read from it yet.
+  void declare_accepted_socket(int fd);
   void close_at_shutdown(int fd, ClosedAtShutdown& owner);
   // Whether shutdown has channels to close although nothing may be pending.
   bool has_owned_descriptors() const noexcept { return owned_ > 0; }

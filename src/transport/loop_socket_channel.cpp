@@ -187,9 +187,10 @@ void LoopSocketChannel::on_connected(std::error_code ec) {
 }
 
 void LoopSocketChannel::start_accepted() {
-  // A descriptor the accept made is a non-blocking socket: the loop need not ask (fstat,
-  // fcntl) on its first operation. One adopted from elsewhere could be blocking.
-  if (accepted_ && fd_.valid()) detail::declare_nonblocking_socket(event_loop(), fd_.get());
+  // A descriptor the accept made is a non-blocking socket the peer has not written to yet, as
+  // far as anyone knows: the loop need not ask (fstat, fcntl) on its first operation, nor try
+  // a read before the bytes are there. One adopted from elsewhere could be blocking.
+  if (accepted_ && fd_.valid()) detail::declare_accepted_socket(event_loop(), fd_.get());
   become_active();
 }
 

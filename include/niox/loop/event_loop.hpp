@@ -114,10 +114,11 @@ class EventLoop;
 
 namespace detail {
 class LoopCore;
-// Not API: the transport's word that `fd` is a non-blocking socket (accept4 made it with
-// SOCK_NONBLOCK), so that `loop` neither fstat()s it nor, on epoll, fcntl()s it on its first
-// operation. On the loop thread, before that operation; forgotten with the descriptor.
-void declare_nonblocking_socket(EventLoop& loop, int fd);
+// Not API: the transport's word that `fd` is a socket accept4 just made (SOCK_NONBLOCK), so
+// that `loop` neither fstat()s it nor, on epoll, fcntl()s it on its first operation, and its
+// first read waits for the bytes instead of trying a recv first. On the loop thread, before
+// that operation; forgotten with the descriptor.
+void declare_accepted_socket(EventLoop& loop, int fd);
 // Not API: what owns a descriptor on a loop and is closed by the loop's shutdown (the
 // transport's socket channels).
 class ClosedAtShutdown {
@@ -572,7 +573,7 @@ class EventLoop final : public Executor {
   int pollable_fd();
 
  private:
-  friend void detail::declare_nonblocking_socket(EventLoop& loop, int fd);
+  friend void detail::declare_accepted_socket(EventLoop& loop, int fd);
   friend void detail::close_at_shutdown(EventLoop& loop, int fd, detail::ClosedAtShutdown& owner);
   template <class H>
   OperationHandle start_single(detail::OpKind kind, int fd, ByteBuffer buf, H&& handler,
