@@ -102,6 +102,7 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
     : AbstractLoopSocketChannel(loop, std::move(fd), family),
       multishot_(loop.has_multishot_receive()),
+      sends_now_(loop.backend() == BackendKind::epoll),
       recv_(recv_allocator().new_handle()) {}
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
@@ -490,6 +491,9 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     out.set_max_bytes_per_write(!ec && sndbuf > 0 ? static_cast<std::size_t>(sndbuf) * 2
                                                   : max_bytes_per_call);
   }
+  // Until a send here finds the socket full: then the loop's write (which waits for room) takes
+  // the rest, and a second send now would only find EAGAIN.
+  bool send_now = true;
   while (fd_.valid() && !writing_) {
     GatherWrite g = out.gather();
     if (g.empty()) {
@@ -527,8 +531,6 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
                                });
       return;
     }
-    writing_ = true;
-    set_write_pending(true);
     write_attempted_ = static_cast<std::uint32_t>(g.bytes);  // g.bytes <= max_bytes_per_call
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
@@ -538,6 +540,32 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
         (more_held_ ? WriteFlags::more : WriteFlags::none) |
         (zero_copy_from > 0 && g.bytes >= zero_copy_from ? WriteFlags::zero_copy
                                                          : WriteFlags::none);
+    // On epoll, Netty's flush: what the socket takes at once goes out now, in the one send
+    // (EventLoop::write_now) the loop's write would make at once anyway, and the entries it
+    // covers complete before the flush returns; no operation and no pass of the loop for the
+    // common write that fits. The loop's write keeps what must be shaped (MSG_MORE ahead of a
+    // file region, zero-copy) and what a full socket left. An error (EPIPE...) sends nothing
+    // here: the loop's write meets it again and reports it. On io_uring the ring carries the
+    // send in the submission the loop makes anyway: a send syscall per write instead lost 3.5%
+    // of churn's requests/s and gained nothing on echo.
+    if (sends_now_ && send_now && flags == WriteFlags::none) {
+      thread_local std::vector<ByteBuffer> now;
+      now.clear();
+      for (const iovec& v : g.iovecs) {
+        now.push_back(ByteBuffer::wrap(
+            std::span<const std::byte>(static_cast<const std::byte*>(v.iov_base), v.iov_len)));
+      }
+      const std::size_t n = event_loop().write_now(fd_.get(), now);
+      now.clear();
+      if (n > 0) {
+        send_now = n == g.bytes;
+        out.adapt_max_bytes_per_write(g.bytes, n);
+        advance(out, n);  // may run handlers (writability): the loop above looks again
+        continue;
+      }
+    }
+    writing_ = true;
+    set_write_pending(true);
     auto done = [s = self()](std::error_code ec, std::size_t n, auto&&) { s->on_written(ec, n); };
     static_assert(detail::CompletionFn::stores_inline<decltype(done)>());  // as start_read's
     if (g.single()) {

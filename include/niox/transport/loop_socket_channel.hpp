@@ -31,7 +31,9 @@
 // Writing: flush() hands the outbound buffer's flushed prefix to the loop as ONE gathering
 // write (a single piece as a one-buffer write); the outbound buffer keeps the memory alive until
 // the loop reports the bytes moved, and is advanced by exactly that many. Only one write is in
-// the kernel at a time. A FileRegion goes through EventLoop::transfer_to (sendfile); a region
+// the kernel at a time. On epoll the flush first sends what the socket takes at once itself
+// (one send, as the loop's write would make it) and the writes that covers complete before
+// flush() returns; the loop's write takes what a full socket left. A FileRegion goes through EventLoop::transfer_to (sendfile); a region
 // whose file is shorter than position + count fails its own write with
 // Errc::file_region_truncated before anything of it is sent (the connection stays usable), or
 // closes the connection if the file shrank during the transfer. On TCP, the bytes in front of a
@@ -230,6 +232,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
   bool multishot_ = false;           // reads with receive_multishot (fixed per loop)
+  bool sends_now_ = false;           // flush sends at once (epoll; fixed per loop), see do_write
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
   bool writing_ = false;             // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
