@@ -16,10 +16,6 @@
 
 namespace niox::detail {
 
-namespace {
-// Enough for one call; the iovecs live on the stack, never on the heap.
-using IovArray = std::array<iovec, max_iovecs_per_call>;
-
 ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off_t position,
                    int send_flags) {
   if (kind == FdKind::socket) {
@@ -38,6 +34,10 @@ ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off
   return n_iov == 1 ? ::write(fd, iov[0].iov_base, iov[0].iov_len)
                     : ::writev(fd, iov, static_cast<int>(n_iov));
 }
+
+namespace {
+// Enough for one call; the iovecs live on the stack, never on the heap.
+using IovArray = std::array<iovec, max_iovecs_per_call>;
 
 // Coalescing (see GatherBuilder). A writev/sendmsg costs more than write/send of the same
 // bytes: per call (importing the iovec array, the iterator over it; a 2 x 1 KiB sendmsg lost to

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 namespace niox::detail {
 
@@ -26,6 +27,12 @@ std::int64_t read_into(int fd, ByteBuffer& dst, off_t position, std::error_code&
 std::int64_t scatter_read(int fd, std::span<ByteBuffer> dsts, off_t position, std::error_code& ec);
 // What a read's result n (errno when negative) means, as above; advances dsts by n.
 std::int64_t read_outcome(ssize_t n, std::span<ByteBuffer> dsts, std::error_code& ec) noexcept;
+
+// One write of the iovecs as they are (nothing copied): send/sendmsg with MSG_NOSIGNAL and
+// send_flags on sockets, pwrite/pwritev from position when >= 0. The syscall's result (-1 and
+// errno on failure); EINTR is the caller's.
+ssize_t write_once(int fd, FdKind kind, const iovec* iov, std::size_t n_iov, off_t position,
+                   int send_flags);
 
 // Writes the buffers' remaining bytes, advancing each by exactly what was written. Keeps going
 // until all is written, or (write_all false) until the kernel would block. With position >= 0

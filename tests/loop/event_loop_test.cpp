@@ -1036,6 +1036,18 @@ TEST_P(LoopTest, ThrowingHandlersDoNotBreakTheLoop) {
   EXPECT_EQ(loop.pending(), 0u);
 }
 
+// What has arrived at fd so far, without waiting (appended to *keep when given).
+std::size_t recv_now(int fd, std::string* keep = nullptr) {
+  std::vector<char> sink(1 << 20);
+  std::size_t got = 0;
+  ssize_t n;
+  while ((n = ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT)) > 0) {
+    got += static_cast<std::size_t>(n);
+    if (keep) keep->append(sink.data(), static_cast<std::size_t>(n));
+  }
+  return got;
+}
+
 // write_now: one send now of what the buffers hold, positions advanced by exactly what it took;
 // nothing while a write of the descriptor is pending (order holds) or when the socket is full.
 TEST_P(LoopTest, WriteNowSendsAtOnceOnlyWhenNoWriteIsPending) {
@@ -1059,25 +1071,58 @@ TEST_P(LoopTest, WriteNowSendsAtOnceOnlyWhenNoWriteIsPending) {
   EXPECT_EQ(loop.write_now(a.get(), tail), 0u);
   EXPECT_EQ(tail[0].remaining(), 4u);
   std::size_t drained = 0;
-  std::vector<char> sink(1 << 20);
   ASSERT_TRUE(test::run_until(loop, [&] {
-    ssize_t n;
-    while ((n = ::recv(b.get(), sink.data(), sink.size(), MSG_DONTWAIT)) > 0)
-      drained += static_cast<std::size_t>(n);
+    drained += recv_now(b.get());
     return written;
   }));
   EXPECT_EQ(loop.write_now(a.get(), tail), 4u);
   std::string rest;
   ASSERT_TRUE(test::run_until(loop, [&] {
-    ssize_t n;
-    while ((n = ::recv(b.get(), sink.data(), sink.size(), MSG_DONTWAIT)) > 0) {
-      drained += static_cast<std::size_t>(n);
-      rest.append(sink.data(), static_cast<std::size_t>(n));
-    }
+    drained += recv_now(b.get(), &rest);
     return drained == 9 + big.size() + 4;
   }));
   ASSERT_GE(rest.size(), 4u);
   EXPECT_EQ(rest.substr(rest.size() - 4), "tail");
+}
+
+// write_now of iovecs already gathered: one send of exactly those bytes, in order, counted as
+// written; 0 (and nothing sent) while a write of the descriptor is pending or once the socket
+// is full, where the caller hands the rest to write().
+TEST_P(LoopTest, WriteNowOfIovecsSendsThemAsTheyAre) {
+  EventLoop loop(options());
+  auto [a, b] = test::loop_socket_pair();
+  char head[] = "head:";
+  char body[] = "body";
+  const std::array<iovec, 2> two{iovec{head, 5}, iovec{body, 4}};
+  const std::uint64_t before = loop.counters().bytes_written;
+  EXPECT_EQ(loop.write_now(a.get(), std::span<const iovec>(two)), 9u);
+  EXPECT_EQ(loop.counters().bytes_written - before, 9u);
+  char got[16] = {};
+  ASSERT_EQ(::recv(b.get(), got, sizeof got, MSG_DONTWAIT), 9);
+  EXPECT_EQ(std::string_view(got, 9), "head:body");
+
+  std::vector<char> big(16u << 20, 'x');
+  bool written = false;
+  loop.write(a.get(), ByteBuffer::wrap(std::as_writable_bytes(std::span(big))),
+             [&](std::error_code ec, std::size_t, ByteBuffer) {
+               EXPECT_FALSE(ec) << ec.message();
+               written = true;
+             });
+  const std::array<iovec, 1> tail{iovec{body, 4}};
+  EXPECT_EQ(loop.write_now(a.get(), std::span<const iovec>(tail)), 0u);  // the write is pending
+  std::size_t drained = 0;
+  ASSERT_TRUE(test::run_until(loop, [&] {
+    drained += recv_now(b.get());
+    return written;
+  }));
+  // Fill the socket: a full one takes nothing.
+  std::size_t filled = 0;
+  while (loop.write_now(a.get(), std::span<const iovec>(tail)) > 0) filled += 4;
+  EXPECT_EQ(loop.write_now(a.get(), std::span<const iovec>(tail)), 0u);
+  ASSERT_TRUE(test::run_until(loop, [&] {
+    drained += recv_now(b.get());
+    return drained == big.size() + filled;
+  }));
 }
 
 NIOX_INSTANTIATE_BACKENDS(LoopTest);

@@ -95,6 +95,7 @@
 #include <type_traits>
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 namespace niox {
 
@@ -333,6 +334,11 @@ class EventLoop final : public Executor {
   // on both backends: on io_uring the same send through the ring costs a submission, a
   // completion and a pass of the loop before its caller goes on. On the loop thread.
   std::size_t write_now(int fd, std::span<ByteBuffer> bufs);
+  // The same for a gathering write already built (OutboundBuffer::gather's iovecs): one send or
+  // sendmsg of exactly these bytes, nothing copied; the memory is the caller's and only read
+  // during the call. Returns the bytes written (0 as above); the caller advances its buffers by
+  // that many.
+  std::size_t write_now(int fd, std::span<const iovec> iov);
   // Receives until stopped: handler(ec, n, ByteBuffer buf) once per arrival, each buffer as
   // receive() hands it ([0, n) the bytes, position n, the handler's to keep, a ring buffer back
   // to the ring when its last view is released), in the order the bytes came, then once more

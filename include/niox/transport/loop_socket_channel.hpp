@@ -28,20 +28,20 @@
 // ring's share). Closing drops what is parked. Elsewhere (epoll, io_uring's readiness
 // fallback) the one-receive-at-a-time reading above runs unchanged.
 //
-// Writing: flush() hands the outbound buffer's flushed prefix to the loop as ONE gathering
-// write (a single piece as a one-buffer write); the outbound buffer keeps the memory alive until
-// the loop reports the bytes moved, and is advanced by exactly that many. Only one write is in
-// the kernel at a time. On epoll the flush first sends what the socket takes at once itself
-// (one send, as the loop's write would make it) and the writes that covers complete before
-// flush() returns; the loop's write takes what a full socket left. A FileRegion goes through EventLoop::transfer_to (sendfile); a region
-// whose file is shorter than position + count fails its own write with
+// Writing: flush() hands the outbound buffer's flushed prefix to the loop as ONE gathering write (a
+// single piece as a one-buffer write); the outbound buffer keeps the memory alive until the loop
+// reports the bytes moved, and is advanced by exactly that many. Only one write is in the kernel at
+// a time. On epoll the flush first sends what the socket takes at once itself (one send, as the
+// loop's write would make it) and the writes that covers complete before flush() returns; the
+// loop's write takes what a full socket left. A FileRegion goes through EventLoop::transfer_to
+// (sendfile); a region whose file is shorter than position + count fails its own write with
 // Errc::file_region_truncated before anything of it is sent (the connection stays usable), or
 // closes the connection if the file shrank during the transfer. On TCP, the bytes in front of a
-// FileRegion (a response's header) are sent with MSG_MORE, so they leave in one segment with
-// the file's first bytes; sendfile's last call pushes the region's tail at once. Should the
-// region fail before sending anything, the held bytes are pushed when the outbound buffer
-// drains. (TCP_CORK, nginx's tcp_nopush, did the same at two setsockopt calls a response, and
-// held every response's tail until the loop turn's other sendfiles had run.)
+// FileRegion (a response's header) are sent with MSG_MORE, so they leave in one segment with the
+// file's first bytes; sendfile's last call pushes the region's tail at once. Should the region fail
+// before sending anything, the held bytes are pushed when the outbound buffer drains. (TCP_CORK,
+// nginx's tcp_nopush, did the same at two setsockopt calls a response, and held every response's
+// tail until the loop turn's other sendfiles had run.)
 //
 // kTLS receive: once the SslHandler has handed this socket's inbound keys to the kernel
 // (TLS_RX), reads return decrypted application data. A record of another type (an alert, a
