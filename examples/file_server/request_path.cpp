@@ -2,7 +2,9 @@
 
 #include "http_request_decoder.hpp"  // equals_ignore_case
 
+#include <algorithm>
 #include <climits>
+#include <optional>
 
 namespace niox::http {
 namespace {
@@ -20,9 +22,41 @@ RequestPath failure(HttpStatus s) {
   return r;
 }
 
+// Most targets are a plain origin-form path ("/css/site.css"): no escape, query, empty, "." or
+// hidden segment, and short enough that no segment or the whole can exceed a limit. Such a
+// target decodes to itself without its slashes at either end, which the general walk below would
+// build byte by byte.
+std::optional<RequestPath> decode_plain_path(std::string_view target,
+                                             const RequestPathOptions& options) {
+  if (target.empty() || target.front() != '/' ||
+      target.size() - 1 > std::min<std::size_t>(NAME_MAX, options.max_path)) {
+    return std::nullopt;
+  }
+  char prev = '/';
+  for (char c : target.substr(1)) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '%' || c == '?' || c == '#' || c == '\\' ||
+        (prev == '/' && (c == '/' || c == '.'))) {
+      return std::nullopt;
+    }
+    prev = c;
+  }
+  RequestPath out;
+  out.trailing_slash = target.back() == '/';
+  out.relative.assign(target.substr(1, target.size() - (out.trailing_slash ? 2 : 1)));
+  return out;
+}
+
 }  // namespace
 
 RequestPath decode_request_path(std::string_view target, const RequestPathOptions& options) {
+  if (auto plain = decode_plain_path(target, options)) {
+    return std::move(*plain);
+  }
+  return decode_request_path_walk(target, options);
+}
+
+RequestPath decode_request_path_walk(std::string_view target, const RequestPathOptions& options) {
   // 1. absolute-form: scheme "://" authority path-abempty
   for (std::string_view scheme : {"http://", "https://"}) {
     if (target.size() >= scheme.size() &&

@@ -45,6 +45,11 @@ struct RequestPath {
 
 RequestPath decode_request_path(std::string_view target, const RequestPathOptions& options = {});
 
+// The general decoding, byte by byte, that decode_request_path skips for a plain path; the
+// tests hold the two to the same results.
+RequestPath decode_request_path_walk(std::string_view target,
+                                     const RequestPathOptions& options = {});
+
 // The Location of the redirect from a directory named without its slash to the same name with
 // it: built from `path` (what the target resolved to inside the root, status ok), never from
 // the raw target, whose "//evil.com/../dir" a browser would resolve to another host. The

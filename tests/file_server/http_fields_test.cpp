@@ -31,6 +31,12 @@ TEST(ContentType, UnknownOrMissingExtensionIsOctetStream) {
   EXPECT_EQ(content_type_for(".html"), "application/octet-stream");  // a hidden name, no extension
   EXPECT_EQ(content_type_for("dir.html/file"), "application/octet-stream");
   EXPECT_EQ(content_type_for("file."), "application/octet-stream");
+  // Near misses of a known extension: longer, shorter, or the same bytes with a NUL after them.
+  EXPECT_EQ(content_type_for("p.htmlx"), "application/octet-stream");
+  EXPECT_EQ(content_type_for("p.woff2woff2"), "application/octet-stream");
+  EXPECT_EQ(content_type_for("p.ht"), "application/octet-stream");
+  EXPECT_EQ(content_type_for(std::string_view("p.gz\0", 5)), "application/octet-stream");
+  EXPECT_EQ(content_type_for("p.WoFf2"), "font/woff2");
 }
 
 TEST(HttpDate, FormatsImfFixdate) {

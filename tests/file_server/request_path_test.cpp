@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 namespace niox::http {
 namespace {
@@ -155,6 +157,43 @@ TEST(RequestPath, DirectoryRedirectLocationIsTheNormalisedPathInsideTheRoot) {
     auto l = directory_redirect_location(path, t);
     EXPECT_FALSE(l.starts_with("//")) << t << " -> " << l;
     EXPECT_FALSE(l.starts_with("/\\")) << t << " -> " << l;
+  }
+}
+
+// decode_request_path takes a short cut for plain paths: every target gives what the general
+// walk gives, with every limit and option.
+TEST(RequestPath, PlainPathShortCutAgreesWithTheWalk) {
+  constexpr std::string_view alphabet = "//..ab%2eF?#\\\x01\x7f\xc3";
+  std::mt19937 rng(16);
+  std::vector<std::string> targets{"/",
+                                   "//",
+                                   "/a/",
+                                   "/.a",
+                                   "/a/.",
+                                   "/a/..",
+                                   "/a..b/c.",
+                                   "/%41",
+                                   "/a?b",
+                                   "a/b",
+                                   "",
+                                   std::string(1, '/') + std::string(255, 'n'),
+                                   std::string(1, '/') + std::string(256, 'n'),
+                                   "/" + std::string(200, 'n') + "/" + std::string(60, 'm')};
+  for (int i = 0; i < 20000; ++i) {
+    std::string t(1 + rng() % 12, ' ');
+    for (char& c : t) c = alphabet[rng() % alphabet.size()];
+    if (rng() % 4 != 0) t[0] = '/';
+    targets.push_back(std::move(t));
+  }
+  for (RequestPathOptions opt : {RequestPathOptions{}, RequestPathOptions{.max_path = 5},
+                                 RequestPathOptions{.allow_hidden = true}}) {
+    for (const std::string& t : targets) {
+      RequestPath fast = decode_request_path(t, opt);
+      RequestPath walk = decode_request_path_walk(t, opt);
+      ASSERT_EQ(fast.status, walk.status) << t << " max_path " << opt.max_path;
+      ASSERT_EQ(fast.relative, walk.relative) << t;
+      ASSERT_EQ(fast.trailing_slash, walk.trailing_slash) << t;
+    }
   }
 }
 
