@@ -355,12 +355,15 @@ void Channel::unsafe_close(ChannelPromise promise) {
   }
   if (state) ChannelPromise(std::move(state)).try_success();
   promise.try_success();
+  std::shared_ptr<Channel> self = take_self_reference();
   if (was_active) {
     // Later, like Netty: handlers see inactive after the close call returned.
     // A shared_ptr-owned channel is kept alive by the task; one that is not (a stack
     // EmbeddedChannel) owns its executor, so the task dies with it.
-    executor_->execute(
-        [this, self = weak_from_this().lock()] { pipeline_.fire_channel_inactive(); });
+    if (!self) self = weak_from_this().lock();
+    executor_->execute([this, self = std::move(self)] { pipeline_.fire_channel_inactive(); });
+  } else if (self) {
+    executor_->execute([self = std::move(self)] {});  // we are inside a call on this channel
   }
 }
 

@@ -69,11 +69,10 @@ void AbstractLoopSocketChannel::close_descriptor_at_destruction() noexcept {
 
 void AbstractLoopSocketChannel::close_through_loop() noexcept {
   event_loop().close(std::move(fd_));
-  if (keep_alive_) {
-    // Let go later: we are inside a call on this very object.
-    event_loop().execute([s = std::move(keep_alive_)] {});
-    keep_alive_.reset();
-  }
+}
+
+std::shared_ptr<Channel> AbstractLoopSocketChannel::take_self_reference() noexcept {
+  return std::move(keep_alive_);
 }
 
 void AbstractLoopSocketChannel::hold_self_until_closed() {

@@ -201,6 +201,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // close() after the loop is gone (any thread, maybe several at once): release what the
   // transport still holds without the loop. The default does nothing.
   virtual void do_close_without_loop() noexcept {}
+  // After do_close(): the reference the transport holds to its own channel while open, if any.
+  // The close lets go of it a turn later, in the task that fires channel_inactive, never inside
+  // a call on the channel. The default holds none.
+  virtual std::shared_ptr<Channel> take_self_reference() noexcept { return nullptr; }
   // What the transport accepts into its outbound buffer; others fail their write with
   // Errc::unsupported_message. The default takes ByteBuffer and FileRegion.
   virtual bool accepts_outbound(const Message& msg) const noexcept;

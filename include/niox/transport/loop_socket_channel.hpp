@@ -118,9 +118,11 @@ class AbstractLoopSocketChannel : public Channel, private detail::ClosedAtShutdo
   // For the destructors, after destroy_pipeline(): a descriptor still held (never activated, or
   // the loop gone) has nothing in the kernel, since every operation holds the channel.
   void close_descriptor_at_destruction() noexcept;
-  // do_close(): the descriptor goes to the loop's close(fd), the self-reference a turn later.
+  // do_close(): the descriptor goes to the loop's close(fd); Channel's close lets go of the
+  // self-reference a turn later (take_self_reference).
   void close_through_loop() noexcept;
   void do_close_without_loop() noexcept override;
+  std::shared_ptr<Channel> take_self_reference() noexcept override;
   // Going active on the loop thread: the channel holds itself until it closes, and its loop's
   // shutdown closes it if nothing else has.
   void hold_self_until_closed();
