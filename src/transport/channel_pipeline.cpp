@@ -6,6 +6,7 @@
 #include "transport/run_on_loop.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace niox {
 
@@ -189,15 +190,7 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   auto handler = ctx.handler_;
   if (depth_ > 0) {
     // An event may be inside ctx: it goes when the last handler running returns.
-    try {
-      if (!removed_)
-        removed_ = std::make_unique<std::vector<std::unique_ptr<ChannelHandlerContext>>>();
-      removed_->push_back(std::move(owned));
-    } catch (...) {
-      // Out of memory: it cannot be freed now either; it stays allocated for good rather than
-      // be freed under that event.
-      (void)owned.release();
-    }
+    hold_removed(std::move(owned));
   }
   // Otherwise no handler of this pipeline is running, so no event is inside ctx: owned frees it
   // on return, once its handler_removed has run (a channel's teardown needs no removed_).
@@ -213,7 +206,42 @@ std::shared_ptr<ChannelHandler> ChannelPipeline::unlink(ChannelHandlerContext& c
   return handler;
 }
 
-void ChannelPipeline::release_removed() noexcept { removed_.reset(); }
+void ChannelPipeline::hold_removed(std::unique_ptr<ChannelHandlerContext> ctx) {
+  using Many = std::vector<ChannelHandlerContext*>;
+  if (removed_ == 0) {
+    removed_ = reinterpret_cast<std::uintptr_t>(ctx.release());
+    return;
+  }
+  try {
+    Many* many;
+    if ((removed_ & 1) != 0) {
+      many = reinterpret_cast<Many*>(removed_ & ~std::uintptr_t{1});
+    } else {
+      auto made = std::make_unique<Many>();
+      made->reserve(4);
+      made->push_back(reinterpret_cast<ChannelHandlerContext*>(removed_));
+      many = made.release();
+      removed_ = reinterpret_cast<std::uintptr_t>(many) | 1;
+    }
+    many->push_back(ctx.get());
+    (void)ctx.release();
+  } catch (...) {
+    // Out of memory: it cannot be freed now either; it stays allocated for good rather than
+    // be freed under that event.
+    (void)ctx.release();
+  }
+}
+
+void ChannelPipeline::release_removed() noexcept {
+  const std::uintptr_t held = std::exchange(removed_, 0);
+  if ((held & 1) == 0) {
+    delete reinterpret_cast<ChannelHandlerContext*>(held);  // null: nothing
+    return;
+  }
+  std::unique_ptr<std::vector<ChannelHandlerContext*>> many(
+      reinterpret_cast<std::vector<ChannelHandlerContext*>*>(held & ~std::uintptr_t{1}));
+  for (ChannelHandlerContext* ctx : *many) delete ctx;
+}
 
 std::shared_ptr<ChannelHandler> ChannelPipeline::remove(std::string_view name) {
   if (detail::must_hop(*channel_)) {

@@ -212,6 +212,29 @@ TEST(PipelineMemory, RemovingHandlersOutsideAnEventAllocatesNothing) {
   EXPECT_TRUE(a && b);
 }
 
+// A handler that removes itself inside an event (what every ChannelInitializer does, once per
+// connection) has its context kept until the event returns: the one context is held as it is,
+// with nothing allocated for it.
+TEST(PipelineMemory, AHandlerRemovingItselfInsideAnEventAllocatesNothingToBeFreedLater) {
+  struct RemovesItself : ChannelInboundHandlerAdapter {
+    std::size_t allocated = 0;
+    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+      allocations = 0;
+      counting = true;
+      ctx.pipeline().remove(*this);
+      counting = false;
+      allocated = allocations;
+      ctx.fire_channel_read(std::move(msg));
+    }
+  };
+  EmbeddedChannel ch;
+  auto h = std::make_shared<RemovesItself>();
+  ch.pipeline().add_last("once", h);
+  ch.write_inbound(std::string("x"));
+  EXPECT_EQ(h->allocated, 0u);
+  EXPECT_EQ(h.use_count(), 1) << "its context is freed once the event returned";
+}
+
 TEST_P(PipelineAllocationTest, SteadyStateEchoAllocatesNothingPerMessage) {
   EventLoop loop(options());
   int fds[2];

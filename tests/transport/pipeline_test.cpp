@@ -287,6 +287,35 @@ TEST(ChannelPipeline, AddAndReplaceDuringEventsTakeEffectForLaterHandlers) {
   EXPECT_EQ(read_string(ch), "LF");
 }
 
+// Contexts removed inside an event live until it returns, however many: each is freed then
+// (its handler is no longer held), and the event still passes through the one it is in.
+TEST(ChannelPipeline, HandlersRemovedInsideOneEventAreFreedWhenItReturns) {
+  struct Sweeper : ChannelInboundHandlerAdapter {
+    std::vector<long> held_during;
+    std::vector<std::shared_ptr<ChannelHandler>> victims;
+    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+      for (const char* name : {"v1", "v2", "v3"}) victims.push_back(ctx.pipeline().remove(name));
+      ctx.pipeline().remove(*this);
+      for (auto& v : victims) held_during.push_back(v.use_count());
+      ctx.fire_channel_read(std::move(msg));
+    }
+  };
+  auto sweeper = std::make_shared<Sweeper>();
+  EmbeddedChannel ch;
+  ch.pipeline().add_last("v1", std::make_shared<Suffix>("1"));
+  ch.pipeline().add_last("sweep", sweeper);
+  ch.pipeline().add_last("v2", std::make_shared<Suffix>("2"));
+  ch.pipeline().add_last("v3", std::make_shared<Suffix>("3"));
+  ch.write_inbound(std::string("a"));
+  EXPECT_EQ(read_string(ch), "a1");  // v1 came before the sweep
+  // During the event every removed context waited (a handler was running), holding its handler.
+  ASSERT_EQ(sweeper->held_during.size(), 3u);
+  for (long n : sweeper->held_during) EXPECT_EQ(n, 2);
+  for (auto& v : sweeper->victims) EXPECT_EQ(v.use_count(), 1);
+  EXPECT_EQ(sweeper.use_count(), 1);
+  EXPECT_TRUE(ch.pipeline().names().empty());
+}
+
 TEST(ChannelPipeline, RemovingTheNextHandlerFromInsideAnEventSkipsIt) {
   struct Killer : ChannelInboundHandlerAdapter {
     void channel_read(ChannelHandlerContext& ctx, Message msg) override {

@@ -124,7 +124,7 @@ class ChannelPipeline {
   struct Frame {
     explicit Frame(ChannelPipeline& p) noexcept : p_(p) { ++p_.depth_; }
     ~Frame() {
-      if (--p_.depth_ == 0 && p_.removed_) {
+      if (--p_.depth_ == 0 && p_.removed_ != 0) {
         p_.release_removed();
       }
     }
@@ -159,9 +159,13 @@ class ChannelPipeline {
   // after its handler_removed, or, when a handler is running, hands it over to removed_.
   ChannelHandlerContext head_ctx_;
   ChannelHandlerContext tail_ctx_;
-  // Freed at depth 0. Made only while a removed context waits for that (most pipelines remove
-  // one handler once, a ChannelInitializer): an idle channel keeps a null pointer, not a vector.
-  std::unique_ptr<std::vector<std::unique_ptr<ChannelHandlerContext>>> removed_;
+  // The removed contexts that wait for depth 0 to be freed. Most pipelines remove one handler
+  // once (a ChannelInitializer, from inside its handler_added), so that one is held as it is,
+  // with no allocation; only when more wait at once are they moved to a vector. The low bit
+  // tells which (both are at least 8-aligned): 0 none, a ChannelHandlerContext*, or a
+  // std::vector<ChannelHandlerContext*>* | 1. One word either way: every connection has it.
+  std::uintptr_t removed_ = 0;
+  void hold_removed(std::unique_ptr<ChannelHandlerContext> ctx);
   unsigned depth_ = 0;
   unsigned generated_names_ = 0;
 };
