@@ -212,6 +212,21 @@ TEST(PipelineMemory, RemovingHandlersOutsideAnEventAllocatesNothing) {
   EXPECT_TRUE(a && b);
 }
 
+// What a server channel reads, once per accepted connection, is a message of its own kind: it
+// goes through the server's pipeline without an allocation (std::any would make one for it).
+TEST(PipelineMemory, AnAcceptedChannelTravelsAsAMessageWithoutAllocating) {
+  auto none = std::shared_ptr<LoopSocketChannel>();
+  allocations = 0;
+  counting = true;
+  Message m(std::move(none));
+  Message moved(std::move(m));
+  counting = false;
+  EXPECT_EQ(allocations, 0u);
+  EXPECT_NE(moved.get_if<std::shared_ptr<LoopSocketChannel>>(), nullptr);
+  EXPECT_EQ(moved.get_if<std::shared_ptr<Channel>>(), nullptr);
+  EXPECT_FALSE(moved.empty());
+}
+
 // A handler that removes itself inside an event (what every ChannelInitializer does, once per
 // connection) has its context kept until the event returns: the one context is held as it is,
 // with nothing allocated for it.

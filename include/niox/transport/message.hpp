@@ -1,10 +1,12 @@
 // Message: what travels through a ChannelPipeline.
 //
-// Choice: a variant of the two things a transport can write — ByteBuffer and FileRegion — plus
-// std::any for everything a codec or a user handler produces (decoded frames as user structs,
-// HeaderBodyMessage, ...). The byte and file cases need no heap allocation and no type lookup,
-// which is the hot path of every server; user types pay one std::any (small ones fit its small
-// buffer). std::any needs copyable types: wrap a move-only one in a std::shared_ptr.
+// Choice: a variant of the two things a transport can write — ByteBuffer and FileRegion — and
+// of what a server channel reads — an accepted connection, a std::shared_ptr<LoopSocketChannel>
+// — plus std::any for everything a codec or a user handler produces (decoded frames as user
+// structs, HeaderBodyMessage, ...). These three cases need no heap allocation and no type
+// lookup: they are the hot path of every server, once per message or per connection. User
+// types pay one std::any (small ones fit its small buffer). std::any needs copyable types: wrap
+// a move-only one in a std::shared_ptr.
 //
 // Ownership: a Message owns what it holds (a ByteBuffer is a view that keeps its memory alive,
 // see ByteBuffer). Passing a Message to the next handler hands that ownership over.
@@ -15,21 +17,28 @@
 
 #include <any>
 #include <cstddef>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
 namespace niox {
 
+class LoopSocketChannel;
+
 class Message {
  public:
+  using Accepted = std::shared_ptr<LoopSocketChannel>;
+
   Message() = default;
   Message(ByteBuffer buffer) noexcept : value_(std::move(buffer)) {}  // NOLINT: implicit on purpose
   Message(FileRegion region) noexcept : value_(std::move(region)) {}  // NOLINT
+  Message(Accepted channel) noexcept : value_(std::move(channel)) {}  // NOLINT
   template <class T>
   requires(!std::is_same_v<std::remove_cvref_t<T>, Message> &&
            !std::is_same_v<std::remove_cvref_t<T>, ByteBuffer> &&
            !std::is_same_v<std::remove_cvref_t<T>, FileRegion> &&
+           !std::is_same_v<std::remove_cvref_t<T>, Accepted> &&
            !std::is_same_v<std::remove_cvref_t<T>, std::any>) Message(T&& value)  // NOLINT
       : value_(std::any(std::forward<T>(value))) {}
 
@@ -40,7 +49,8 @@ class Message {
   // Pointer to the held T, or null when the message holds something else.
   template <class T>
   T* get_if() noexcept {
-    if constexpr (std::is_same_v<T, ByteBuffer> || std::is_same_v<T, FileRegion>) {
+    if constexpr (std::is_same_v<T, ByteBuffer> || std::is_same_v<T, FileRegion> ||
+                  std::is_same_v<T, Accepted>) {
       return std::get_if<T>(&value_);
     } else {
       auto* a = std::get_if<std::any>(&value_);
@@ -77,7 +87,7 @@ class Message {
   }
 
  private:
-  std::variant<std::monostate, ByteBuffer, FileRegion, std::any> value_;
+  std::variant<std::monostate, ByteBuffer, FileRegion, Accepted, std::any> value_;
 };
 
 }  // namespace niox
