@@ -364,31 +364,48 @@ void HttpServerHandler::close_now(ChannelHandlerContext& ctx) {
 // Closes once `last` is written. With `linger`, a lingering close instead (see
 // lingering_close_time): FIN first, then input is read and dropped (channel_read ignores it
 // once closing_) until the client's end of stream or the time is up.
+//
+// A response the flush already wrote (epoll sends what the socket takes inside the flush) is
+// followed by the FIN at once, as nginx does, not a turn later from a listener. Later, the
+// client has often read the response and closed first: then the client's side keeps the
+// TIME_WAIT, and a loopback client's connect() slows as those pile up in its port range.
 void HttpServerHandler::close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last,
                                           bool linger) {
   closing_ = true;
   if (exchange_) exchange_->pending.clear();
+  if (last.is_success()) {
+    finish_close(ctx.channel(), linger);
+    return;
+  }
   // Without lingering nothing more is read: no read waits in the loop (and on epoll no
   // registration is made) for the time the last response takes to leave.
   if (!linger) ctx.channel().config().set_auto_read(false);
   std::weak_ptr<Channel> weak = ctx.channel().shared_from_this();
   last.add_listener([weak, linger](std::error_code ec) {
-    auto ch = weak.lock();
-    if (!ch) {
-      return;
-    }
-    if (ec || !linger || !ch->is_active() || ch->is_input_shutdown()) {
-      ch->close();
-      return;
-    }
-    ch->shutdown_output();
-    ch->config().set_auto_read(true);  // keep draining, even if reads were paused
-    ch->executor().schedule(lingering_close_time, [weak] {
-      if (auto c = weak.lock()) {
-        c->close();
+    if (auto ch = weak.lock()) {
+      if (ec) {
+        ch->close();
+      } else {
+        finish_close(*ch, linger);
       }
-    });
+    }
   });
+}
+
+// After the last response is written: close, or begin the lingering close.
+void HttpServerHandler::finish_close(Channel& ch, bool linger) {
+  if (!linger || !ch.is_active() || ch.is_input_shutdown()) {
+    ch.close();
+    return;
+  }
+  ch.shutdown_output();
+  ch.config().set_auto_read(true);  // keep draining, even if reads were paused
+  ch.executor().schedule(lingering_close_time,
+                         [weak = std::weak_ptr<Channel>(ch.shared_from_this())] {
+                           if (auto c = weak.lock()) {
+                             c->close();
+                           }
+                         });
 }
 
 }  // namespace niox::http

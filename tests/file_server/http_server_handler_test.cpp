@@ -162,10 +162,38 @@ TEST_F(HttpServerHandlerTest, AnAnsweredRequestLeavesNothingButTheHandler) {
 
 // A client that asks to close after a bodiless request, with nothing behind it, sends nothing
 // more: the connection closes once the response is written, without a lingering close (no
-// FIN first, no reading until the client's, no timer), and nothing is read meanwhile.
+// FIN first, no reading until the client's, no timer). A response the flush wrote whole is
+// followed by the close in the same call, as nginx does: a turn later the client has often
+// closed first, and its side keeps the TIME_WAIT.
 TEST_F(HttpServerHandlerTest, AConnectionCloseRequestIsClosedOnceAnswered) {
+  // Looks at the channel as the read event returns, before any task of the loop runs.
+  struct OpenAfterRead : ChannelInboundHandlerAdapter {
+    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+      ctx.fire_channel_read(std::move(msg));
+      open = ctx.channel().is_open();
+    }
+    bool open = true;
+  };
+  auto probe = std::make_shared<OpenAfterRead>();
+  ch_->pipeline().add_first("probe", probe);
   receive("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
+  EXPECT_FALSE(probe->open) << "written within the flush, but closed only a turn later";
+  EXPECT_FALSE(ch_->is_open());
+  EXPECT_FALSE(ch_->output_shutdown_done())
+      << "a lingering close for a request that asked to close";
+}
+
+// The same response, when the socket takes it later: nothing is read meanwhile, and the close
+// comes once it is written.
+TEST_F(HttpServerHandlerTest, AConnectionCloseResponseStillLeavingIsClosedOnceWritten) {
+  accept_writes_ = false;
+  receive("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  ch_->run_pending_tasks();
+  EXPECT_TRUE(ch_->is_open());
   EXPECT_FALSE(ch_->config().is_auto_read()) << "still reading while the last response leaves";
+  accept_writes_ = true;
+  ch_->signal_writable();
   ch_->run_pending_tasks();
   EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
   EXPECT_FALSE(ch_->is_open());
