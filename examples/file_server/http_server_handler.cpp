@@ -95,12 +95,13 @@ HttpServerHandler::Exchange& HttpServerHandler::exchange() {
 
 HttpServerLoop::HttpServerLoop(Executor& executor, const StaticFileResponder& responder,
                                HttpDecoderConfig decoder, OpenFileCache* cache,
-                               std::chrono::nanoseconds idle_timeout)
+                               std::chrono::nanoseconds idle_timeout, bool tls)
     : executor_(executor),
       responder_(responder),
       decoder_(decoder),
       cache_(cache),
-      idle_(to_ms(idle_timeout)) {
+      idle_(to_ms(idle_timeout)),
+      tls_(tls) {
   if (has_timeout()) schedule_sweep();
 }
 
@@ -303,6 +304,9 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
     }
     queue.clear();
     wrote = true;
+    // The FIN (or, lingering, the shutdown's FIN) follows this flush: it may leave with the
+    // response's last bytes, in one segment.
+    if (ex.conn.is_closing() && !loop_.tls()) ctx.channel().expect_close();
     // Flushing once per batch lets every head and small body of a pipelined batch leave in
     // one gathering write.
     ctx.flush();

@@ -819,11 +819,13 @@ std::size_t EventLoop::write_now(int fd, std::span<ByteBuffer> bufs) {
   return sent;
 }
 
-std::size_t EventLoop::write_now(int fd, std::span<const iovec> iov) {
+std::size_t EventLoop::write_now(int fd, std::span<const iovec> iov, WriteFlags flags) {
   if (fd < 0 || iov.empty() || core_->write_pending(fd)) return 0;
+  const int more = has_flag(flags, WriteFlags::more) ? MSG_MORE : 0;
   ssize_t n;
   do {
-    n = detail::write_once(fd, detail::FdKind::socket, iov.data(), iov.size(), -1, MSG_DONTWAIT);
+    n = detail::write_once(fd, detail::FdKind::socket, iov.data(), iov.size(), -1,
+                           MSG_DONTWAIT | more);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return 0;  // full, or an error (ENOTSOCK too): the loop's write takes over
   const auto sent = static_cast<std::size_t>(n);

@@ -533,12 +533,12 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     write_attempted_ = static_cast<std::uint32_t>(g.bytes);  // g.bytes <= max_bytes_per_call
     // Only one write is in the kernel at a time, and a failed one ends the connection: what this
     // one holds back is known from the moment it is submitted.
-    more_held_ = g.file_region_next && detail::is_ip_family(family_);
+    const bool region_next = g.file_region_next && detail::is_ip_family(family_);
+    more_held_ = region_next || close_hold_ != CloseHold::none;
     const std::size_t zero_copy_from = config().write_zero_copy_threshold();
-    const WriteFlags flags =
-        (more_held_ ? WriteFlags::more : WriteFlags::none) |
-        (zero_copy_from > 0 && g.bytes >= zero_copy_from ? WriteFlags::zero_copy
-                                                         : WriteFlags::none);
+    const bool zero_copy = zero_copy_from > 0 && g.bytes >= zero_copy_from;
+    const WriteFlags flags = (more_held_ ? WriteFlags::more : WriteFlags::none) |
+                             (zero_copy ? WriteFlags::zero_copy : WriteFlags::none);
     // On epoll, Netty's flush: what the socket takes at once goes out now, in the one send
     // (EventLoop::write_now) the loop's write would make at once anyway, and the entries it
     // covers complete before the flush returns; no operation and no pass of the loop for the
@@ -547,8 +547,8 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     // here: the loop's write meets it again and reports it. On io_uring the ring carries the
     // send in the submission the loop makes anyway: a send syscall per write instead lost 3.5%
     // of churn's requests/s and gained nothing on echo.
-    if (sends_now_ && send_now && flags == WriteFlags::none) {
-      const std::size_t n = event_loop().write_now(fd_.get(), g.iovecs);
+    if (sends_now_ && send_now && !region_next && !zero_copy) {
+      const std::size_t n = event_loop().write_now(fd_.get(), g.iovecs, flags);
       if (n > 0) {
         send_now = n == g.bytes;
         out.adapt_max_bytes_per_write(g.bytes, n);
@@ -634,12 +634,36 @@ void LoopSocketChannel::advance(OutboundBuffer& out, std::size_t n) {
 // Bytes sent with MSG_MORE wait for the file region behind them; when that region failed before
 // sending a byte, only the kernel's probe timer (about 200 ms) would push them. Clearing
 // TCP_CORK pushes a socket's pending partial segment whether or not it was corked.
+//
+// After expect_close() the close's FIN pushes them instead, in the same segment. The close is
+// due before the loop waits again; a task queued now runs before that wait and pushes them if
+// it has not come (the loop runs queued tasks in order, so a close from a write's listener
+// queued as this drain completed the write comes first).
 void LoopSocketChannel::push_held() noexcept {
   if (!more_held_) {
     return;
   }
+  if (close_hold_ == CloseHold::expected) {
+    try {
+      event_loop().execute([s = self()] {
+        s->close_hold_ = CloseHold::none;
+        if (s->fd_.valid() && !s->writing_) s->push_held();
+      });
+      close_hold_ = CloseHold::push_queued;
+    } catch (...) {
+      close_hold_ = CloseHold::none;  // no task (out of memory): push now, as without the hint
+    }
+  }
+  if (close_hold_ != CloseHold::none) return;
   more_held_ = false;
   detail::set_socket_option(fd_.get(), StandardSocketOptions::tcp_cork, 0);
+}
+
+void LoopSocketChannel::expect_close() noexcept {
+  // Only TCP has segments to share with the FIN.
+  if (detail::is_ip_family(family_) && fd_.valid() && close_hold_ == CloseHold::none) {
+    close_hold_ = CloseHold::expected;
+  }
 }
 
 // ---- Closing ------------------------------------------------------------------------------

@@ -7,6 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
+#include <sys/ioctl.h>
+
 using namespace niox;
 using namespace niox::test;
 
@@ -78,6 +83,81 @@ TEST_P(FlushTest, AWriteLargerThanTheSocketTakesIsFinishedByTheLoop) {
   auto written = seen->written.get_future();
   EXPECT_FALSE(wait_for(written));
   EXPECT_FALSE(seen->done_on_return);
+  client.close();
+  server.stop();
+}
+
+// The segments a fresh client takes in until the server's end of stream, when the server
+// writes `bytes` as the connection goes active and closes once they are written: at once when
+// the flush completed the write (epoll), else from its listener (io_uring). With `hint`, it says
+// so first (Channel::expect_close).
+int segments_in_until_closed(const EventLoop::Options& opts, bool hint,
+                             const std::vector<std::byte>& bytes) {
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [hint, &bytes](ChannelHandlerContext& ctx) {
+    ByteBuffer b = ByteBuffer::allocate(bytes.size());
+    b.put(std::span<const std::byte>(bytes));
+    b.flip();
+    if (hint) ctx.channel().expect_close();
+    ChannelFuture f = ctx.write_and_flush(std::move(b));
+    if (f.is_success()) {
+      ctx.close();
+    } else {
+      f.add_listener(
+          [ch = ctx.channel().shared_from_this()](const std::error_code&) { ch->close(); });
+    }
+  };
+  TestServer server(opts, 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket client(addr);
+  EXPECT_EQ(client.recv_exact(bytes.size() + 1), bytes);  // then the end of stream
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  EXPECT_EQ(::getsockopt(client.fd(), IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  client.close();
+  server.stop();
+  return static_cast<int>(info.tcpi_segs_in);
+}
+
+// The last bytes before a close, said so with expect_close(), leave with the FIN in one segment
+// (MSG_MORE holds their tail until the close sends the FIN): the client takes one segment fewer.
+TEST_P(FlushTest, TheLastBytesBeforeAnExpectedCloseLeaveWithTheFin) {
+  const auto bytes = pseudo_random_bytes(300, 5);
+  const int plain = segments_in_until_closed(options(), false, bytes);
+  const int hinted = segments_in_until_closed(options(), true, bytes);
+  EXPECT_EQ(hinted, plain - 1) << "SYN-ACK, then the bytes and the FIN in " << plain - 1
+                               << " segments without the hint";
+}
+
+// expect_close() without the close: what MSG_MORE held is pushed before the loop waits again,
+// not at the kernel's probe timer. Looked at a turn after the write completed, when nothing of
+// it may still be unsent in the socket.
+TEST_P(FlushTest, HeldBytesArePushedWhenTheExpectedCloseDoesNotCome) {
+  const auto bytes = pseudo_random_bytes(300, 6);
+  std::promise<int> unsent;
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [&](ChannelHandlerContext& ctx) {
+    ByteBuffer b = ByteBuffer::allocate(bytes.size());
+    b.put(std::span<const std::byte>(bytes));
+    b.flip();
+    ctx.channel().expect_close();
+    auto ch = std::static_pointer_cast<LoopSocketChannel>(ctx.channel().shared_from_this());
+    ctx.write_and_flush(std::move(b)).add_listener([ch, &unsent](const std::error_code&) {
+      ch->executor().execute([ch, &unsent] {
+        int n = -1;
+        if (::ioctl(ch->fd(), SIOCOUTQNSD, &n) != 0) n = -1;
+        unsent.set_value(n);
+      });
+    });
+  };
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket client(addr);
+  auto f = unsent.get_future();
+  EXPECT_EQ(wait_for(f), 0) << "bytes still held in the socket";
+  EXPECT_EQ(client.recv_exact(bytes.size()), bytes);
   client.close();
   server.stop();
 }

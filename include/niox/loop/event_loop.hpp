@@ -337,8 +337,8 @@ class EventLoop final : public Executor {
   // The same for a gathering write already built (OutboundBuffer::gather's iovecs): one send or
   // sendmsg of exactly these bytes, nothing copied; the memory is the caller's and only read
   // during the call. Returns the bytes written (0 as above); the caller advances its buffers by
-  // that many.
-  std::size_t write_now(int fd, std::span<const iovec> iov);
+  // that many. WriteFlags::more sends with MSG_MORE; zero_copy is the loop's write()'s alone.
+  std::size_t write_now(int fd, std::span<const iovec> iov, WriteFlags flags = WriteFlags::none);
   // Receives until stopped: handler(ec, n, ByteBuffer buf) once per arrival, each buffer as
   // receive() hands it ([0, n) the bytes, position n, the handler's to keep, a ring buffer back
   // to the ring when its last view is released), in the order the bytes came, then once more

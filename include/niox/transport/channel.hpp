@@ -169,6 +169,15 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Errc::output_shutdown.
   ChannelFuture shutdown_output();
   void shutdown_output(ChannelPromise promise);
+  // A hint, on the loop thread: the next flush carries the connection's last bytes, and close()
+  // or shutdown_output() follows as soon as they are written (in the same call when the flush
+  // completed the write, else from the write's listener). A TCP transport then sends them with
+  // MSG_MORE, so that the FIN leaves in the same segment as their tail: one segment, and one
+  // wake-up of the peer, fewer per connection (nginx's tcp_nopush before a close). Should the
+  // close not come, what is held is pushed before the loop next waits. Not with kernel TLS
+  // (TLS_TX): the kernel drops a record left open at the close. Ignored by transports without
+  // segments.
+  virtual void expect_close() noexcept {}
 
   ChannelPromise new_promise() const { return ChannelPromise(link_); }
 

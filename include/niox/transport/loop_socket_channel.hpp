@@ -41,7 +41,9 @@
 // file's first bytes; sendfile's last call pushes the region's tail at once. Should the region fail
 // before sending anything, the held bytes are pushed when the outbound buffer drains. (TCP_CORK,
 // nginx's tcp_nopush, did the same at two setsockopt calls a response, and held every response's
-// tail until the loop turn's other sendfiles had run.)
+// tail until the loop turn's other sendfiles had run.) After expect_close() the flushed bytes go
+// with MSG_MORE as well, and the close's FIN takes their tail along; a task queued as they drain
+// pushes them if the close has not come by its turn.
 //
 // kTLS receive: once the SslHandler has handed this socket's inbound keys to the kernel
 // (TLS_RX), reads return decrypted application data. A record of another type (an alert, a
@@ -181,6 +183,8 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   // Close with RST (SO_LINGER {1, 0}) instead of FIN; pending writes fail as with close().
   ChannelFuture close_abortively();
 
+  void expect_close() noexcept override;
+
  protected:
   void do_write(OutboundBuffer& out) override;
   void do_close() noexcept override;
@@ -238,6 +242,10 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
   bool writing_ = false;             // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
+  // expect_close(): writes go with MSG_MORE and leave their tail to the FIN, until the task that
+  // pushes it should the close not come has run.
+  enum class CloseHold : std::uint8_t { none, expected, push_queued };
+  CloseHold close_hold_ = CloseHold::none;
   bool abort_on_close_ = false;
   bool connect_timed_out_ = false;
   bool accepted_ = false;       // the server channel's accept made the descriptor (non-blocking)
