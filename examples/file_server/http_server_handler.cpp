@@ -95,13 +95,12 @@ HttpServerHandler::Exchange& HttpServerHandler::exchange() {
 
 HttpServerLoop::HttpServerLoop(Executor& executor, const StaticFileResponder& responder,
                                HttpDecoderConfig decoder, OpenFileCache* cache,
-                               std::chrono::nanoseconds idle_timeout, bool tls)
+                               std::chrono::nanoseconds idle_timeout)
     : executor_(executor),
       responder_(responder),
       decoder_(decoder),
       cache_(cache),
-      idle_(to_ms(idle_timeout)),
-      tls_(tls) {
+      idle_(to_ms(idle_timeout)) {
   if (has_timeout()) schedule_sweep();
 }
 
@@ -306,7 +305,7 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
     wrote = true;
     // The FIN (or, lingering, the shutdown's FIN) follows this flush: it may leave with the
     // response's last bytes, in one segment.
-    if (ex.conn.is_closing() && !loop_.tls()) ctx.channel().expect_close();
+    if (ex.conn.is_closing()) ctx.channel().expect_close();
     // Flushing once per batch lets every head and small body of a pipelined batch leave in
     // one gathering write.
     ctx.flush();

@@ -37,11 +37,10 @@ namespace niox::http {
 // outlive its connections.
 class HttpServerLoop {
  public:
-  // The sweeps run on `executor` (the event loop), by its clock. `tls`: the connections carry
-  // TLS under the handler (see Channel::expect_close, which is then not used).
+  // The sweeps run on `executor` (the event loop), by its clock.
   HttpServerLoop(Executor& executor, const StaticFileResponder& responder,
                  HttpDecoderConfig decoder, OpenFileCache* cache,
-                 std::chrono::nanoseconds idle_timeout, bool tls = false);
+                 std::chrono::nanoseconds idle_timeout);
   ~HttpServerLoop();
   HttpServerLoop(const HttpServerLoop&) = delete;
   HttpServerLoop& operator=(const HttpServerLoop&) = delete;
@@ -50,7 +49,6 @@ class HttpServerLoop {
   const HttpDecoderConfig& decoder() const noexcept { return decoder_; }
   OpenFileCache* cache() const noexcept { return cache_; }
   bool has_timeout() const noexcept { return idle_.timeout_ms() > 0; }
-  bool tls() const noexcept { return tls_; }
   IdleConnections& idle() noexcept { return idle_; }
   // The executor's clock in milliseconds, modulo 2^32.
   std::uint32_t now_ms() const noexcept;
@@ -66,7 +64,6 @@ class HttpServerLoop {
   OpenFileCache* cache_;
   IdleConnections idle_;
   ScheduledFuture sweeper_;
-  bool tls_;
 };
 
 class HttpServerHandler final : public ChannelHandler, private IdleConnections::Entry {

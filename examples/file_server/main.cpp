@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
       caches.push_back(std::make_unique<OpenFileCache>());
       OpenFileCache* cache = caches.back().get();
       EventLoop& loop = workers.loop(i);
-      loops.push_back(std::make_unique<HttpServerLoop>(loop, responder, decoder, cache,
-                                                       idle_timeout, ssl.is_valid()));
+      loops.push_back(
+          std::make_unique<HttpServerLoop>(loop, responder, decoder, cache, idle_timeout));
       loop_of[&loop] = loops.back().get();
       // A deleted or replaced file is let go of even if nobody asks for it again.
       loop.schedule_at_fixed_rate(cache_sweep_period, cache_sweep_period, [&root, cache] {

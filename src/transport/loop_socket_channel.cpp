@@ -466,12 +466,14 @@ bool LoopSocketChannel::read_kernel_tls_record() {
 
 namespace detail {
 
-bool KernelTlsReceive::may_start(const LoopSocketChannel& ch) noexcept {
+bool KernelTls::may_start_receive(const LoopSocketChannel& ch) noexcept {
   return ch.in_read_handler_ && !ch.reading_ && !ch.multishot_ && !ch.has_parked() &&
          ch.fd_.valid();
 }
 
-void KernelTlsReceive::started(LoopSocketChannel& ch) noexcept { ch.kernel_tls_rx_ = true; }
+void KernelTls::started_receive(LoopSocketChannel& ch) noexcept { ch.kernel_tls_rx_ = true; }
+
+void KernelTls::started_send(LoopSocketChannel& ch) noexcept { ch.kernel_tls_tx_ = true; }
 
 }  // namespace detail
 
@@ -660,8 +662,10 @@ void LoopSocketChannel::push_held() noexcept {
 }
 
 void LoopSocketChannel::expect_close() noexcept {
-  // Only TCP has segments to share with the FIN.
-  if (detail::is_ip_family(family_) && fd_.valid() && close_hold_ == CloseHold::none) {
+  // Only TCP has segments to share with the FIN; under kTLS the FIN would not take the held
+  // record along.
+  if (detail::is_ip_family(family_) && !kernel_tls_tx_ && fd_.valid() &&
+      close_hold_ == CloseHold::none) {
     close_hold_ = CloseHold::expected;
   }
 }

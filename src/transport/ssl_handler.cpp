@@ -547,6 +547,7 @@ void SslHandler::finish_kernel_tx(std::error_code write_error, std::uint64_t wai
   auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx.channel());
   if (!write_error && !failed_ && socket != nullptr && socket->fd() >= 0 &&
       detail::hand_over_traffic_keys(engine_, socket->fd(), TrafficDirection::outbound)) {
+    detail::KernelTls::started_send(*socket);
     tx_path_ = RecordPath::ktls;
     // The inbound keys go at the end of the next read that leaves no partial record: the
     // bytes read until then are records under the engine's keys.
@@ -567,12 +568,12 @@ void SslHandler::begin_kernel_rx(ChannelHandlerContext& ctx) {
     return;
   }
   auto* socket = dynamic_cast<LoopSocketChannel*>(&ctx.channel());
-  if (socket == nullptr || !detail::KernelTlsReceive::may_start(*socket)) {
+  if (socket == nullptr || !detail::KernelTls::may_start_receive(*socket)) {
     return;  // not now: a read of the transport's own is on its way, say
   }
   rx_hand_over_pending_ = false;
   if (detail::hand_over_traffic_keys(engine_, socket->fd(), TrafficDirection::inbound)) {
-    detail::KernelTlsReceive::started(*socket);
+    detail::KernelTls::started_receive(*socket);
     rx_path_ = RecordPath::ktls;
   }
 }

@@ -567,7 +567,7 @@ TEST_P(TransportFaults, AReadRefusedWithEioOnAKernelTlsSocketIsReadAgainWithItsT
   }
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([](Channel& ch) {
-    detail::KernelTlsReceive::started(static_cast<LoopSocketChannel&>(ch));
+    detail::KernelTls::started_receive(static_cast<LoopSocketChannel&>(ch));
     ch.pipeline().add_last(std::make_shared<EchoHandler>());
   }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));

@@ -174,9 +174,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // completed the write, else from the write's listener). A TCP transport then sends them with
   // MSG_MORE, so that the FIN leaves in the same segment as their tail: one segment, and one
   // wake-up of the peer, fewer per connection (nginx's tcp_nopush before a close). Should the
-  // close not come, what is held is pushed before the loop next waits. Not with kernel TLS
-  // (TLS_TX): the kernel drops a record left open at the close. Ignored by transports without
-  // segments.
+  // close not come, what is held is pushed before the loop next waits. Ignored by transports
+  // without segments, and once kernel TLS encrypts the output (TLS_TX), since the kernel drops
+  // a record left open at the close.
   virtual void expect_close() noexcept {}
 
   ChannelPromise new_promise() const { return ChannelPromise(link_); }

@@ -49,7 +49,8 @@
 // (TLS_RX), reads return decrypted application data. A record of another type (an alert, a
 // handshake message) fails a plain read with EIO; the channel then reads it with its type
 // (recvmsg with TLS_GET_RECORD_TYPE) and fires it as a detail::KernelTlsRecord, and reading goes
-// on.
+// on. Once it has handed over the outbound keys (TLS_TX), expect_close() is ignored:
+// the kernel would drop the record MSG_MORE left open when the close comes.
 //
 // Closing: close() closes the descriptor through the loop (pending operations are aborted and
 // their buffers released when the kernel lets go); every pending write fails once with
@@ -92,13 +93,17 @@ struct KernelTlsRecord {
   ByteBuffer content;             // the record's plaintext, ready to read
 };
 
-struct KernelTlsReceive {
+// kTLS, private to the transport's SslHandler (and the tests): what the kernel took over.
+struct KernelTls {
   // Whether the kernel may take over the channel's inbound records now: while the handlers see
   // a read (loop thread) and no other read is in the kernel or parked, since those bytes would
   // be records for the user-space keys.
-  static bool may_start(const LoopSocketChannel& ch) noexcept;
+  static bool may_start_receive(const LoopSocketChannel& ch) noexcept;
   // TLS_RX is installed on the descriptor: EIO from a read means a record of another type.
-  static void started(LoopSocketChannel& ch) noexcept;
+  static void started_receive(LoopSocketChannel& ch) noexcept;
+  // TLS_TX is installed: expect_close() is ignored from now on, since the kernel would drop a
+  // record that MSG_MORE left open at the close.
+  static void started_send(LoopSocketChannel& ch) noexcept;
 };
 
 }  // namespace detail
@@ -199,7 +204,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
 
  private:
   friend class LoopServerSocketChannel;  // marks the channels it accepted (accepted_)
-  friend struct detail::KernelTlsReceive;
+  friend struct detail::KernelTls;
   std::shared_ptr<LoopSocketChannel> self() {
     return std::static_pointer_cast<LoopSocketChannel>(shared_from_this());
   }
@@ -250,6 +255,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool connect_timed_out_ = false;
   bool accepted_ = false;       // the server channel's accept made the descriptor (non-blocking)
   bool kernel_tls_rx_ = false;  // the kernel decrypts the inbound records (TLS_RX)
+  bool kernel_tls_tx_ = false;  // the kernel encrypts the outbound records (TLS_TX)
   // What the write in the kernel asked to move: at most max_bytes_per_call, under 2^31.
   std::uint32_t write_attempted_ = 0;
   std::unique_ptr<Parked> parked_;
