@@ -22,8 +22,7 @@ using namespace niox;
 // Echoes each buffer (stateless: one serves every connection); BackpressureHandler stops
 // reading while the peer does not take the echo. The channel allows half-closure: when the peer
 // shuts its output down (EOF), everything it sent is still queued here or in flight, so the
-// output is shut down once all of it is flushed (FIN after the last echoed byte), and the
-// connection is closed after that (Netty's way).
+// connection is closed once all of it has left (the FIN goes with the last echoed bytes).
 class EchoHandler final : public BackpressureHandler {
  public:
   // Nobody waits for an echo's write: the void promise (a default ChannelPromise) costs nothing,
@@ -36,9 +35,7 @@ class EchoHandler final : public BackpressureHandler {
       ctx.fire_user_event_triggered(std::move(event));
       return;
     }
-    ctx.flush();
-    auto channel = ctx.channel().shared_from_this();
-    ctx.shutdown_output().add_listener([channel](const std::error_code&) { channel->close(); });
+    ctx.channel().close_after_flush();
   }
 };
 

@@ -204,17 +204,14 @@ void HttpServerHandler::channel_writability_changed(ChannelHandlerContext& ctx) 
 void HttpServerHandler::user_event_triggered(ChannelHandlerContext& ctx, std::any event) {
   if (std::any_cast<ChannelInputShutdownEvent>(&event) != nullptr) {
     if (closing_) {
-      // A lingering close: the client ended its side after our FIN, done. Before the FIN
-      // (the last response still being written), the close after the flush sees the input
-      // shut down and closes without lingering.
-      if (ctx.channel().is_output_shutdown()) {
-        ctx.close();
-      }
+      // A lingering close: the client ended its side, done, once the last response has left
+      // (at once when our FIN has).
+      ctx.channel().close_after_flush();
       return;
     }
     if (exchange_) (void)exchange_->conn.on_end_of_input();
     // Nothing more can arrive, so nothing is left unread: close once written.
-    close_after_flush(ctx, ctx.write_and_flush(ByteBuffer()), /*linger=*/false);
+    end_after_flush(ctx, /*linger=*/false);
     return;
   }
   ctx.fire_user_event_triggered(std::move(event));
@@ -303,14 +300,13 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
     }
     queue.clear();
     wrote = true;
-    // The FIN (or, lingering, the shutdown's FIN) follows this flush: it may leave with the
-    // response's last bytes, in one segment.
-    if (ex.conn.is_closing()) ctx.channel().expect_close();
     // Flushing once per batch lets every head and small body of a pipelined batch leave in
-    // one gathering write.
-    ctx.flush();
+    // one gathering write. A batch that ends the connection is flushed by the close (or the
+    // lingering close's shutdown), which sends the FIN with the responses' last bytes.
     if (ex.conn.is_closing()) {
-      close_after_flush(ctx, last, /*linger=*/!ex.conn.ends_cleanly());
+      end_after_flush(ctx, /*linger=*/!ex.conn.ends_cleanly());
+    } else {
+      ctx.flush();
     }
   }
   if (ex.conn.is_idle()) {
@@ -364,51 +360,35 @@ void HttpServerHandler::close_now(ChannelHandlerContext& ctx) {
   ctx.close();
 }
 
-// Closes once `last` is written. With `linger`, a lingering close instead (see
-// lingering_close_time): FIN first, then input is read and dropped (channel_read ignores it
-// once closing_) until the client's end of stream or the time is up.
-//
-// A response the flush already wrote (epoll sends what the socket takes inside the flush) is
-// followed by the FIN at once, as nginx does, not a turn later from a listener. Later, the
-// client has often read the response and closed first: then the client's side keeps the
-// TIME_WAIT, and a loopback client's connect() slows as those pile up in its port range.
-void HttpServerHandler::close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last,
-                                          bool linger) {
+// Flushes what was written and ends the connection once it has left (Channel::close_after_flush:
+// the FIN goes with the last bytes, in the same call when the flush wrote them all). With
+// `linger`, a lingering close instead (see lingering_close_time): FIN first, then input is read
+// and dropped (channel_read ignores it once closing_) until the client's end of stream or the
+// time is up.
+void HttpServerHandler::end_after_flush(ChannelHandlerContext& ctx, bool linger) {
   closing_ = true;
   if (exchange_) exchange_->pending.clear();
-  if (last.is_success()) {
-    finish_close(ctx.channel(), linger);
-    return;
-  }
-  // Without lingering nothing more is read: no read waits in the loop (and on epoll no
-  // registration is made) for the time the last response takes to leave.
-  if (!linger) ctx.channel().config().set_auto_read(false);
-  std::weak_ptr<Channel> weak = ctx.channel().shared_from_this();
-  last.add_listener([weak, linger](std::error_code ec) {
-    if (auto ch = weak.lock()) {
-      if (ec) {
-        ch->close();
-      } else {
-        finish_close(*ch, linger);
-      }
-    }
-  });
-}
-
-// After the last response is written: close, or begin the lingering close.
-void HttpServerHandler::finish_close(Channel& ch, bool linger) {
+  Channel& ch = ctx.channel();
   if (!linger || !ch.is_active() || ch.is_input_shutdown()) {
-    ch.close();
+    // Nothing more is read: no read waits in the loop (and on epoll no registration is made)
+    // for the time the last response takes to leave.
+    ch.config().set_auto_read(false);
+    ch.close_after_flush();
     return;
   }
-  ch.shutdown_output();
-  ch.config().set_auto_read(true);  // keep draining, even if reads were paused
-  ch.executor().schedule(lingering_close_time,
-                         [weak = std::weak_ptr<Channel>(ch.shared_from_this())] {
-                           if (auto c = weak.lock()) {
-                             c->close();
-                           }
-                         });
+  ch.shutdown_output().add_listener(
+      [weak = std::weak_ptr<Channel>(ch.shared_from_this())](std::error_code ec) {
+        auto c = weak.lock();
+        if (!c) return;
+        if (ec || c->is_input_shutdown()) {
+          c->close();  // failed, or the client ended its side while the response left
+          return;
+        }
+        c->config().set_auto_read(true);  // keep draining, even if reads were paused
+        c->executor().schedule(lingering_close_time, [weak] {
+          if (auto alive = weak.lock()) alive->close();
+        });
+      });
 }
 
 }  // namespace niox::http

@@ -103,8 +103,7 @@ class HttpServerHandler final : public ChannelHandler, private IdleConnections::
   void serve(ChannelHandlerContext& ctx, ByteBuffer& in);
   bool response_progressing(ChannelHandlerContext& ctx);
   void close_now(ChannelHandlerContext& ctx);
-  void close_after_flush(ChannelHandlerContext& ctx, ChannelFuture last, bool linger);
-  static void finish_close(Channel& ch, bool linger);
+  void end_after_flush(ChannelHandlerContext& ctx, bool linger);
   void leave_lists() noexcept;
 
   bool closing_ = false;  // in the Entry's tail padding

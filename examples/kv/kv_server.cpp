@@ -181,10 +181,7 @@ class KvServerHandler final : public ChannelHandler {
       return;
     }
     finishing_ = true;
-    auto channel = ctx.channel().shared_from_this();
-    ctx.write_and_flush(ByteBuffer()).add_listener([channel](const std::error_code&) {
-      channel->close();
-    });
+    ctx.channel().close_after_flush();
   }
 
   KvStore& store_;

@@ -207,6 +207,36 @@ void Channel::close(ChannelPromise promise) {
     promise.try_failure(transport::Errc::channel_closed);
   }
 }
+ChannelFuture Channel::close_after_flush() {
+  auto p = new_promise();
+  close_after_flush(p);
+  return p.future();
+}
+void Channel::close_after_flush(ChannelPromise promise) {
+  if (!on_loop([this, p = promise]() mutable {
+        ChannelFuture last;
+        if (is_output_shutdown()) {
+          // No more writes: the shutdown's FIN (sent, or due) follows the last bytes.
+          ChannelPromise fin = new_promise();
+          unsafe_shutdown_output(fin);
+          last = fin.future();
+        } else {
+          expect_close();
+          // The empty buffer completes once everything written before it has left.
+          last = write_and_flush(ByteBuffer());
+        }
+        if (last.is_done()) {
+          close(std::move(p));
+          return;
+        }
+        // A channel no shared_ptr owns (a stack EmbeddedChannel) owns its executor, and the
+        // listener dies with it.
+        last.add_listener([this, self = weak_from_this().lock(), p = std::move(p)](
+                              const std::error_code&) mutable { close(std::move(p)); });
+      })) {
+    close(std::move(promise));
+  }
+}
 ChannelFuture Channel::shutdown_output() {
   auto p = new_promise();
   shutdown_output(p);
@@ -388,7 +418,8 @@ void Channel::unsafe_shutdown_output(ChannelPromise promise) {
   }
   output_shutdown_pending_ = true;
   shutdown_promise_ = std::move(promise);
-  // Everything written before the shutdown goes out first.
+  // Everything written before the shutdown goes out first, and its tail with the FIN.
+  if (outbound_.has_unflushed()) expect_close();
   outbound_.add_flush();
   flush_now();
 }

@@ -637,10 +637,10 @@ void LoopSocketChannel::advance(OutboundBuffer& out, std::size_t n) {
 // sending a byte, only the kernel's probe timer (about 200 ms) would push them. Clearing
 // TCP_CORK pushes a socket's pending partial segment whether or not it was corked.
 //
-// After expect_close() the close's FIN pushes them instead, in the same segment. The close is
-// due before the loop waits again; a task queued now runs before that wait and pushes them if
-// it has not come (the loop runs queued tasks in order, so a close from a write's listener
-// queued as this drain completed the write comes first).
+// After expect_close() (close_after_flush, shutdown_output) the FIN pushes them instead, in the
+// same segment. The close is due before the loop waits again; a task queued now runs before that
+// wait and pushes them if it has not come (the loop runs queued tasks in order, so a close from
+// a write's listener queued as this drain completed the write comes first).
 void LoopSocketChannel::push_held() noexcept {
   if (!more_held_) {
     return;
@@ -649,7 +649,7 @@ void LoopSocketChannel::push_held() noexcept {
     try {
       event_loop().execute([s = self()] {
         s->close_hold_ = CloseHold::none;
-        if (s->fd_.valid() && !s->writing_) s->push_held();
+        if (s->fd_.valid() && !s->writing_ && !s->is_output_shutdown()) s->push_held();
       });
       close_hold_ = CloseHold::push_queued;
     } catch (...) {

@@ -220,6 +220,23 @@ TEST_F(HttpServerHandlerTest, AConnectionCloseWithInputStillToComeLingers) {
   }
 }
 
+// A lingering close whose client ends its side while the response still leaves: the response
+// is written whole, then the FIN, then the close; nothing is cut off.
+TEST_F(HttpServerHandlerTest, AClientEndingItsSideDuringALingeringCloseGetsTheWholeResponse) {
+  ch_->config().set_allow_half_closure(true);
+  accept_writes_ = false;
+  receive("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 5\r\n\r\n12");
+  ch_->simulate_input_shutdown();
+  ch_->run_pending_tasks();
+  EXPECT_TRUE(ch_->is_open()) << "closed with the response still unwritten";
+  accept_writes_ = true;
+  ch_->signal_writable();
+  ch_->run_pending_tasks();
+  EXPECT_TRUE(written().ends_with("0123456789abcdefghij")) << written();
+  EXPECT_TRUE(ch_->output_shutdown_done());
+  EXPECT_FALSE(ch_->is_open());
+}
+
 TEST_F(HttpServerHandlerTest, AHalfReadRequestHoldsItsStateUntilAnswered) {
   receive("GET /a.txt HTTP/1.1\r\nHo");
   EXPECT_TRUE(handler_->holds_exchange());

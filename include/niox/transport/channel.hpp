@@ -165,19 +165,23 @@ class Channel : public std::enable_shared_from_this<Channel> {
   Channel& read();
   ChannelFuture close();
   void close(ChannelPromise promise);
-  // Sends FIN once everything written before is flushed out; later writes fail with
-  // Errc::output_shutdown.
+  // Flushes what was written and closes once all of it has left: Netty's
+  // writeAndFlush(EMPTY_BUFFER).addListener(CLOSE) in one call, for the response that ends a
+  // connection. The close comes inside this call when the flush wrote everything (epoll sends
+  // what the socket takes at once), else as the last byte leaves; a write that fails closes
+  // the channel too (its own future says why). After shutdown_output(), the close follows its
+  // FIN. Completes as close() does.
+  //
+  // On TCP the last bytes leave in the FIN's segment: one segment, and one wake-up of the
+  // peer, fewer per connection (nginx's tcp_nopush before its close). And the peer cannot
+  // have read them before the FIN is on its way, so the TIME_WAIT stays on this side.
+  ChannelFuture close_after_flush();
+  void close_after_flush(ChannelPromise promise);
+  // Flushes what was written and sends FIN once all of it has left; later writes fail with
+  // Errc::output_shutdown. On TCP, what was written but not yet flushed before this call leaves
+  // with the FIN, as with close_after_flush().
   ChannelFuture shutdown_output();
   void shutdown_output(ChannelPromise promise);
-  // A hint, on the loop thread: the next flush carries the connection's last bytes, and close()
-  // or shutdown_output() follows as soon as they are written (in the same call when the flush
-  // completed the write, else from the write's listener). A TCP transport then sends them with
-  // MSG_MORE, so that the FIN leaves in the same segment as their tail: one segment, and one
-  // wake-up of the peer, fewer per connection (nginx's tcp_nopush before a close). Should the
-  // close not come, what is held is pushed before the loop next waits. Ignored by transports
-  // without segments, and once kernel TLS encrypts the output (TLS_TX), since the kernel drops
-  // a record left open at the close.
-  virtual void expect_close() noexcept {}
 
   ChannelPromise new_promise() const { return ChannelPromise(link_); }
 
@@ -197,6 +201,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
   }
 
   // ---- The "unsafe" part a transport implements ---------------------------------------------
+  // On the loop thread, before the flush that carries the connection's last bytes: the close
+  // (or shutdown_output) follows as soon as they are written, in the same call or a turn
+  // later. A TCP transport sends them with MSG_MORE, so that its FIN takes their tail along,
+  // and pushes what is held before the loop next waits should the close not have come (a
+  // handler below may delay it: an SslHandler waits for its close_notify to leave). Not under
+  // kernel TLS (TLS_TX): the kernel drops a record left open at the close. The default does
+  // nothing.
+  virtual void expect_close() noexcept {}
   // Drain the flushed prefix of `out` (gather/remove_bytes) as far as the kernel takes it
   // without blocking. When the kernel is full (EAGAIN) or an asynchronous write is in flight,
   // call set_write_pending(true) and, once it can go on, notify_writable_again(). On an I/O error call notify_write_error(ec).

@@ -41,9 +41,9 @@
 // file's first bytes; sendfile's last call pushes the region's tail at once. Should the region fail
 // before sending anything, the held bytes are pushed when the outbound buffer drains. (TCP_CORK,
 // nginx's tcp_nopush, did the same at two setsockopt calls a response, and held every response's
-// tail until the loop turn's other sendfiles had run.) After expect_close() the flushed bytes go
-// with MSG_MORE as well, and the close's FIN takes their tail along; a task queued as they drain
-// pushes them if the close has not come by its turn.
+// tail until the loop turn's other sendfiles had run.) The bytes close_after_flush() and
+// shutdown_output() flush go with MSG_MORE as well, and the FIN takes their tail along; a task
+// queued as they drain pushes them if the close has not come by its turn.
 //
 // kTLS receive: once the SslHandler has handed this socket's inbound keys to the kernel
 // (TLS_RX), reads return decrypted application data. A record of another type (an alert, a
@@ -188,9 +188,8 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   // Close with RST (SO_LINGER {1, 0}) instead of FIN; pending writes fail as with close().
   ChannelFuture close_abortively();
 
-  void expect_close() noexcept override;
-
  protected:
+  void expect_close() noexcept override;
   void do_write(OutboundBuffer& out) override;
   void do_close() noexcept override;
   std::error_code do_shutdown_output() noexcept override;
