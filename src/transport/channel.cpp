@@ -419,7 +419,7 @@ void Channel::unsafe_shutdown_output(ChannelPromise promise) {
   output_shutdown_pending_ = true;
   shutdown_promise_ = std::move(promise);
   // Everything written before the shutdown goes out first, and its tail with the FIN.
-  if (outbound_.has_unflushed()) expect_close();
+  if (outbound_.total_entries() > outbound_.size()) expect_close();  // some not yet flushed
   outbound_.add_flush();
   flush_now();
 }

@@ -127,8 +127,7 @@ class OutboundBuffer {
 
   // ---- State --------------------------------------------------------------------------------
   bool is_empty() const noexcept { return flushed_ == 0; }  // nothing flushed left
-  bool has_unflushed() const noexcept { return entries_.size() > flushed_; }
-  std::size_t size() const noexcept { return flushed_; }  // flushed entries
+  std::size_t size() const noexcept { return flushed_; }    // flushed entries
   std::size_t total_entries() const noexcept { return entries_.size(); }
   std::size_t total_pending_bytes() const noexcept { return pending_bytes_; }
   bool is_writable() const noexcept { return writable_; }
