@@ -1,4 +1,5 @@
 #include "http_server_connection.hpp"
+#include "request_time.hpp"
 #include "temp_tree.hpp"
 #include "test_printers.hpp"
 
@@ -14,8 +15,6 @@
 
 namespace niox::http {
 namespace {
-
-constexpr std::time_t now = 1780000000;
 
 // What the client would receive for these responses: heads, bodies and file regions in order.
 std::string wire(const std::vector<HttpResponse>& responses) {

@@ -1,5 +1,6 @@
 #include "open_file_cache.hpp"
 #include "static_file_responder.hpp"
+#include "request_time.hpp"
 #include "temp_tree.hpp"
 #include "test_printers.hpp"
 
@@ -15,7 +16,6 @@ namespace niox::http {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr std::time_t now = 1780000000;
 
 class OpenFileCacheTest : public ::testing::Test {
  protected:

@@ -1,5 +1,6 @@
 #include "http_fields.hpp"
 #include "static_file_responder.hpp"
+#include "request_time.hpp"
 #include "temp_tree.hpp"
 #include "test_printers.hpp"
 
@@ -16,7 +17,6 @@ namespace niox::http {
 namespace {
 
 constexpr std::time_t file_mtime = 784111777;  // Sun, 06 Nov 1994 08:49:37 GMT
-constexpr std::time_t now = 1780000000;
 
 struct Parsed {
   std::string status_line;

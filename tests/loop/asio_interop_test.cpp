@@ -14,19 +14,14 @@
 namespace niox {
 namespace {
 
-ByteBuffer text(std::string_view s) {
-  ByteBuffer b = ByteBuffer::allocate(s.size());
-  b.put(s);
-  b.flip();
-  return b;
-}
+using test::buffer_with;
 
 static_assert(asio::is_const_buffer_sequence<AsioBufferSequence<false>>::value);
 static_assert(asio::is_mutable_buffer_sequence<AsioBufferSequence<true>>::value);
 static_assert(asio::is_const_buffer_sequence<AsioBufferSequence<true>>::value);
 
 TEST(AsioInterop, SequencesViewRemainingBytes) {
-  std::array<ByteBuffer, 3> bufs{text("abc"), ByteBuffer::allocate(0), text("defgh")};
+  std::array<ByteBuffer, 3> bufs{buffer_with("abc"), ByteBuffer::allocate(0), buffer_with("defgh")};
   bufs[2].position(2);
   auto seq = asio_const_buffers(bufs);
   EXPECT_EQ(asio::buffer_size(seq), 6u);
@@ -39,7 +34,7 @@ TEST(AsioInterop, GatherWriteAndScatterReadThroughAsioThenAdvance) {
   asio::io_context io;
   auto [a, b] = test::loop_socket_pair();
   asio::posix::stream_descriptor wa(io, a.release()), rb(io, b.release());
-  std::array<ByteBuffer, 3> out{text("hello "), text("asio "), text("world")};
+  std::array<ByteBuffer, 3> out{buffer_with("hello "), buffer_with("asio "), buffer_with("world")};
   std::size_t written = 0;
   asio::async_write(wa, asio_const_buffers(out), [&](std::error_code ec, std::size_t n) {
     EXPECT_FALSE(ec);
@@ -68,7 +63,7 @@ TEST(AsioInterop, GatherWriteAndScatterReadThroughAsioThenAdvance) {
 }
 
 TEST(AsioInterop, ReadOnlyBufferIsNotAMutableTarget) {
-  std::array<ByteBuffer, 1> ro{text("x").as_read_only_buffer()};
+  std::array<ByteBuffer, 1> ro{buffer_with("x").as_read_only_buffer()};
   auto seq = asio_mutable_buffers(ro);
   EXPECT_ANY_THROW((void)*seq.begin());
 }

@@ -25,11 +25,7 @@ namespace {
 using test::run_until;
 using namespace std::chrono_literals;
 
-std::string filled(ByteBuffer b) {
-  b.flip();
-  auto s = b.bytes();
-  return {reinterpret_cast<const char*>(s.data()), s.size()};
-}
+using test::filled;
 
 class BufferRingTest : public ::testing::Test {
  protected:
@@ -53,7 +49,7 @@ class BufferRingTest : public ::testing::Test {
   }
 };
 
-std::string pattern(std::size_t from, std::size_t n) {
+std::string ring_pattern(std::size_t from, std::size_t n) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (from + i) % 23);
   return s;
@@ -69,7 +65,7 @@ TEST_F(BufferRingTest, ASlowConsumerEmptiesTheRingAndEveryByteStillArrivesInOrde
   constexpr std::size_t total = 1 << 20;
   std::thread writer([fd = a.get()] {
     for (std::size_t off = 0; off < total; off += 1000) {
-      std::string chunk = pattern(off, std::min<std::size_t>(1000, total - off));
+      std::string chunk = ring_pattern(off, std::min<std::size_t>(1000, total - off));
       if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) !=
           static_cast<ssize_t>(chunk.size()))
         return;
@@ -97,7 +93,7 @@ TEST_F(BufferRingTest, ASlowConsumerEmptiesTheRingAndEveryByteStillArrivesInOrde
   std::string got;
   for (ByteBuffer& h : held) got += filled(std::move(h));
   EXPECT_EQ(got.size(), total);
-  EXPECT_TRUE(got == pattern(0, total)) << "the stream came back reordered or corrupted";
+  EXPECT_TRUE(got == ring_pattern(0, total)) << "the stream came back reordered or corrupted";
   const LoopCounters c = loop.counters();
   EXPECT_GE(c.ring_receives - ring_before, 1u);
   EXPECT_LE(c.ring_receives - ring_before, 4u);  // never more than the ring holds

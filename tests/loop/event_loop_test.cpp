@@ -27,23 +27,15 @@
 namespace niox {
 namespace {
 
+using test::buffer_with;
+using test::filled;
 using test::read_into;
 using test::run_until;
 using namespace std::chrono_literals;
 
-ByteBuffer text(std::string_view s) {
-  ByteBuffer b = ByteBuffer::allocate(s.size());
-  b.put(s);
-  b.flip();
-  return b;
-}
 std::string str(const ByteBuffer& b) {
   auto s = b.bytes();
   return {reinterpret_cast<const char*>(s.data()), s.size()};
-}
-std::string filled(ByteBuffer b) {  // [0, position) of a buffer read into
-  b.flip();
-  return str(b);
 }
 
 class LoopTest : public test::BackendTest {};
@@ -58,7 +50,7 @@ TEST_P(LoopTest, ReadAndWriteOneBufferNeverCompleteInline) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
   bool started = false, wrote = false, read = false;
-  loop.write(a.get(), text("hello"), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
+  loop.write(a.get(), buffer_with("hello"), [&](std::error_code ec, std::size_t n, ByteBuffer buf) {
     EXPECT_TRUE(started);
     EXPECT_FALSE(ec);
     EXPECT_EQ(n, 5u);
@@ -82,7 +74,8 @@ TEST_P(LoopTest, ReadAndWriteOneBufferNeverCompleteInline) {
 TEST_P(LoopTest, GatheringWriteScatteringRead) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
-  std::array<ByteBuffer, 4> out{text("ab"), ByteBuffer::allocate(0), text("cde"), text("fgh")};
+  std::array<ByteBuffer, 4> out{buffer_with("ab"), ByteBuffer::allocate(0), buffer_with("cde"),
+                                buffer_with("fgh")};
   bool wrote = false;
   loop.write(a.get(), out, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> bufs) {
     EXPECT_FALSE(ec);
@@ -124,7 +117,8 @@ TEST_P(LoopTest, WritesCompleteInOrderAndShortWritesResume) {
     std::string chunk(kSize, static_cast<char>('A' + i % 26));
     chunk[0] = static_cast<char>(i);
     expected += chunk;
-    std::array<ByteBuffer, 2> parts{text(chunk.substr(0, 1000)), text(chunk.substr(1000))};
+    std::array<ByteBuffer, 2> parts{buffer_with(chunk.substr(0, 1000)),
+                                    buffer_with(chunk.substr(1000))};
     loop.write(a.get(), parts, [&, i](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
       EXPECT_FALSE(ec);
       EXPECT_EQ(n, kSize);
@@ -198,7 +192,7 @@ TEST_P(LoopTest, AcceptConnectAndTalk) {
   ASSERT_GE(server, 0);
   EXPECT_TRUE(::fcntl(server, F_GETFD) & FD_CLOEXEC);
   std::string got;
-  loop.write(client.get(), text("ping"),
+  loop.write(client.get(), buffer_with("ping"),
              [](std::error_code ec, std::size_t, ByteBuffer) { EXPECT_FALSE(ec); });
   loop.read(server, ByteBuffer::allocate(16), [&](std::error_code ec, std::size_t, ByteBuffer b) {
     EXPECT_FALSE(ec);
@@ -375,7 +369,7 @@ TEST_P(LoopTest, DatagramsWithAddresses) {
   FileDescriptor tx = test::loop_udp_socket();
   InetSocketAddress to = InetSocketAddress::loopback_v4(test::local_port(rx.get()));
   bool sent = false;
-  std::array<ByteBuffer, 2> out{text("da"), text("tagram")};
+  std::array<ByteBuffer, 2> out{buffer_with("da"), buffer_with("tagram")};
   loop.sendmsg(tx.get(), out, SocketAddress(to),
                [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
                  EXPECT_FALSE(ec);
@@ -420,7 +414,7 @@ TEST_P(LoopTest, PollForReadiness) {
 TEST_P(LoopTest, FileWriteAtAndReadAtWithManyBuffers) {
   EventLoop loop(options());
   FileDescriptor file = test::loop_temp_file();
-  std::array<ByteBuffer, 3> out{text("hello "), text("file "), text("world")};
+  std::array<ByteBuffer, 3> out{buffer_with("hello "), buffer_with("file "), buffer_with("world")};
   bool wrote = false;
   loop.write_at(file.get(), 100, out,
                 [&](std::error_code ec, std::size_t n, std::span<ByteBuffer>) {
@@ -503,10 +497,10 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
     EXPECT_FALSE(ec);
     ++writes;
   };
-  loop.write(client.get(), text("head"), WriteFlags::more, counted);
+  loop.write(client.get(), buffer_with("head"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 1; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 4);
-  std::array<ByteBuffer, 2> two{text("er"), text("\r\n")};
+  std::array<ByteBuffer, 2> two{buffer_with("er"), buffer_with("\r\n")};
   loop.write(client.get(), std::span<const ByteBuffer>(two), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 2; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 8);
@@ -529,10 +523,10 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   EXPECT_TRUE(got == "header\r\n" + body);
 
   // Held again, then pushed by a plain write in the same send.
-  loop.write(client.get(), text("tail"), WriteFlags::more, counted);
+  loop.write(client.get(), buffer_with("tail"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 3; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 4);
-  loop.write(client.get(), text("!"), counted);
+  loop.write(client.get(), buffer_with("!"), counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 4; }));
   EXPECT_EQ(test::unsent_bytes(client.get()), 0);
   got.clear();
@@ -541,7 +535,7 @@ TEST_P(LoopTest, WriteWithMoreWaitsForTheBytesThatFollow) {
   EXPECT_EQ(got, "tail!");
 
   auto [pr, pw] = test::loop_pipe();
-  loop.write(pw.get(), text("pipe"), WriteFlags::more, counted);
+  loop.write(pw.get(), buffer_with("pipe"), WriteFlags::more, counted);
   ASSERT_TRUE(run_until(loop, [&] { return writes == 5; }));
   char buf[8];
   EXPECT_EQ(::read(pr.get(), buf, sizeof buf), 4);
@@ -643,7 +637,7 @@ TEST_P(LoopTest, CloseWithOperationsInFlightAndDescriptorReuse) {
   }
   loop.write(a.get(), ByteBuffer::allocate(1 << 20),
              [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
-  loop.write(a.get(), text("queued"),
+  loop.write(a.get(), buffer_with("queued"),
              [&, count](std::error_code ec, std::size_t, ByteBuffer) { count(ec); });
   loop.poll(a.get(), POLLPRI, [&, count](std::error_code ec, int) { count(ec); });
   loop.run_once();
@@ -879,7 +873,7 @@ TEST_P(LoopTest, WriteToResetPeerFailsWithoutSigpipe) {
   b.reset();
   std::error_code result;
   bool done = false;
-  loop.write(a.get(), text("nobody"), [&](std::error_code ec, std::size_t, ByteBuffer) {
+  loop.write(a.get(), buffer_with("nobody"), [&](std::error_code ec, std::size_t, ByteBuffer) {
     result = ec;
     done = true;
   });
@@ -902,7 +896,7 @@ TEST_P(LoopTest, CountersAreKeptAndPrintable) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
   bool done = false;
-  loop.write(a.get(), text("12345"),
+  loop.write(a.get(), buffer_with("12345"),
              [&](std::error_code, std::size_t, ByteBuffer) { done = true; });
   ASSERT_TRUE(run_until(loop, [&] { return done; }));
   LoopCounters c = loop.counters();
@@ -944,7 +938,7 @@ TEST_P(LoopTest, EmbeddedInAHostPollLoop) {
 TEST_P(LoopTest, ReadIntoReadOnlyBufferThrowsAtOnce) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
-  EXPECT_THROW(loop.read(a.get(), text("ro").as_read_only_buffer(),
+  EXPECT_THROW(loop.read(a.get(), buffer_with("ro").as_read_only_buffer(),
                          [](std::error_code, std::size_t, ByteBuffer) {}),
                std::exception);
   EXPECT_EQ(loop.pending(), 0u);
@@ -961,7 +955,7 @@ TEST_P(LoopTest, GatheringWriteOfMoreThanIovMaxBuffers) {
     std::string s = fmt::format("{:04}|", i);
     if (i % 7 == 0) s.clear();  // zero-length buffers in between
     expected += s;
-    bufs.push_back(text(s));
+    bufs.push_back(buffer_with(s));
   }
   bool wrote = false;
   loop.write(a.get(), bufs, [&](std::error_code ec, std::size_t n, std::span<ByteBuffer> done) {

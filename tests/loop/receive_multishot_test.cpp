@@ -46,7 +46,7 @@ struct StreamHash {
   friend bool operator==(const StreamHash&, const StreamHash&) = default;
 };
 
-std::string pattern(std::size_t from, std::size_t n) {
+std::string stream_pattern(std::size_t from, std::size_t n) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (from + i) * 7 % 251);
   return s;
@@ -58,7 +58,7 @@ class Writer {
   Writer(int fd, std::size_t total, std::size_t chunk, std::chrono::microseconds pause = {})
       : thread_([this, fd, total, chunk, pause] {
           for (std::size_t off = 0; off < total; off += chunk) {
-            std::string c = pattern(off, std::min(chunk, total - off));
+            std::string c = stream_pattern(off, std::min(chunk, total - off));
             if (::send(fd, c.data(), c.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(c.size()))
               return;
             sent.add(c.data(), c.size());
@@ -116,7 +116,7 @@ TEST_P(ReceiveMultishotTest, EveryArrivalInOrderThenTheEndOfTheStream) {
 TEST_P(ReceiveMultishotTest, StoppingLosesNoByte) {
   EventLoop loop(options());
   auto [a, b] = test::loop_socket_pair();
-  const std::string first = pattern(0, 5000);
+  const std::string first = stream_pattern(0, 5000);
   ASSERT_EQ(::write(a.get(), first.data(), first.size()), static_cast<ssize_t>(first.size()));
   std::string got;
   std::error_code end_ec;
@@ -197,7 +197,7 @@ TEST_P(ReceiveMultishotTest, ABulkStreamsBurstComesInOneArrival) {
                            got.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
                          });
   auto send_and_receive = [&](std::size_t n) {
-    const std::string part = pattern(sent.size(), n);
+    const std::string part = stream_pattern(sent.size(), n);
     sent += part;
     arrivals.clear();
     ASSERT_EQ(::write(a.get(), part.data(), part.size()), static_cast<ssize_t>(part.size()));
@@ -295,7 +295,7 @@ TEST_F(ReceiveMultishotRingTest, AMultishotEndedByTheKernelIsRearmedAndBytesCont
   auto send_some = [&](std::size_t from, std::size_t n) {
     std::size_t off = 0;
     while (off < n) {
-      std::string c = pattern(from + off, std::min<std::size_t>(8192, n - off));
+      std::string c = stream_pattern(from + off, std::min<std::size_t>(8192, n - off));
       ssize_t w = ::send(a.get(), c.data(), c.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       if (w > 0) {
         sent.add(c.data(), static_cast<std::size_t>(w));
@@ -390,7 +390,7 @@ TEST_F(ReceiveMultishotRingTest, SmallArrivalsOffTheRingTakeNoMoreThanARingBuffe
         kept.push_back(std::move(buf));  // the ring's share runs out
       });
   for (int i = 0; i < 8; ++i) {
-    const std::string part = pattern(sent.size(), 100);
+    const std::string part = stream_pattern(sent.size(), 100);
     sent += part;
     ASSERT_EQ(::write(a.get(), part.data(), part.size()), 100);
     ASSERT_TRUE(run_until(loop, [&] { return got.size() == sent.size(); }));

@@ -28,11 +28,7 @@ namespace {
 using test::run_until;
 using namespace std::chrono_literals;
 
-std::string filled(ByteBuffer b) {  // [0, position) of a buffer received into
-  b.flip();
-  auto s = b.bytes();
-  return {reinterpret_cast<const char*>(s.data()), s.size()};
-}
+using test::filled;
 
 class ReceiveTest : public test::BackendTest {
  protected:

@@ -29,7 +29,7 @@ using test::run_until;
 
 class LoopTransferTest : public test::BackendTest {};
 
-std::string pattern(std::size_t n, unsigned seed) {
+std::string file_pattern(std::size_t n, unsigned seed) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u + seed) >> 13);
   return s;
@@ -100,7 +100,7 @@ struct Done {
 
 TEST_P(LoopTransferTest, FileToSocketEveryByteBySendfile) {
   EventLoop loop(options());
-  const std::string content = pattern(3 * 1024 * 1024 + 7, 1);
+  const std::string content = file_pattern(3 * 1024 * 1024 + 7, 1);
   FileDescriptor file = file_with(content);
   Tcp t = tcp_pair();
   Done done;
@@ -117,7 +117,7 @@ TEST_P(LoopTransferTest, FileToSocketEveryByteBySendfile) {
 
 TEST_P(LoopTransferTest, FileToFileByCopyFileRangeAtTheOutputsPosition) {
   EventLoop loop(options());
-  const std::string content = pattern(2 * 1024 * 1024 + 3, 2);
+  const std::string content = file_pattern(2 * 1024 * 1024 + 3, 2);
   FileDescriptor in = file_with(content);
   FileDescriptor out = test::loop_temp_file();
   ASSERT_EQ(::write(out.get(), "head", 4), 4);
@@ -145,7 +145,7 @@ TEST_P(LoopTransferTest, SocketToFileInShortArrivals) {
   EventLoop loop(options());
   Tcp t = tcp_pair();
   FileDescriptor file = test::loop_temp_file();
-  const std::string body = pattern(300000, 3);
+  const std::string body = file_pattern(300000, 3);
   const std::string after = "after";
   Done done;
   loop.transfer_from(t.server.get(), file.get(), 100, body.size(), done.handler());
@@ -173,7 +173,7 @@ TEST_P(LoopTransferTest, EndOfStreamBeforeCount) {
   EventLoop loop(options());
   Tcp t = tcp_pair();
   FileDescriptor file = test::loop_temp_file();
-  const std::string body = pattern(70000, 4);
+  const std::string body = file_pattern(70000, 4);
   send_all(t.client.get(), body);
   ::shutdown(t.client.get(), SHUT_WR);
   Done done;
@@ -214,7 +214,7 @@ TEST_P(LoopTransferTest, CloseAbortsBothWhilePending) {
 
   // Nobody reads the other end: the transfer_to waits for a full socket until it is closed.
   Tcp u = tcp_pair();
-  const std::string content = pattern(16 * 1024 * 1024, 5);
+  const std::string content = file_pattern(16 * 1024 * 1024, 5);
   FileDescriptor big = file_with(content);
   Done to;
   loop.transfer_to(big.get(), 0, content.size(), u.client.get(), to.handler());
@@ -237,7 +237,8 @@ TEST_P(LoopTransferTest, OnePipePairForEveryTransferFrom) {
   const int before = test::open_fd_count();
   std::string all;
   for (int i = 0; i < 101; ++i) {
-    const std::string piece = pattern(1000 + static_cast<std::size_t>(i), static_cast<unsigned>(i));
+    const std::string piece =
+        file_pattern(1000 + static_cast<std::size_t>(i), static_cast<unsigned>(i));
     send_all(t.client.get(), piece);
     Done done;
     loop.transfer_from(t.server.get(), file.get(), static_cast<std::int64_t>(all.size()),
@@ -273,7 +274,7 @@ TEST_P(LoopTransferTest, FailedTransferLeavesNothingInThePipe) {
   EXPECT_EQ(*failed.ec, std::errc::bad_file_descriptor);
   EXPECT_EQ(failed.bytes, 0u);
 
-  const std::string body = pattern(5000, 6);
+  const std::string body = file_pattern(5000, 6);
   send_all(t.client.get(), body);
   Done next;
   loop.transfer_from(t.server.get(), file.get(), 0, body.size(), next.handler());
@@ -286,7 +287,7 @@ TEST_P(LoopTransferTest, FailedTransferLeavesNothingInThePipe) {
 TEST_P(LoopTransferTest, PeerResetFailsTheTransferTo) {
   EventLoop loop(options());
   Tcp t = tcp_pair();
-  const std::string content = pattern(8 * 1024 * 1024, 7);
+  const std::string content = file_pattern(8 * 1024 * 1024, 7);
   FileDescriptor file = file_with(content);
   linger l{1, 0};  // close with a reset
   ASSERT_EQ(::setsockopt(t.server.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l), 0);
@@ -304,7 +305,7 @@ TEST_P(LoopTransferTest, PeerResetFailsTheTransferTo) {
 // without the loop is made non-blocking like any descriptor the loop has not seen.
 TEST_P(LoopTransferTest, BorrowedFileLeavesNothingBehindForItsNumber) {
   EventLoop loop(options());
-  const std::string content = pattern(64 * 1024, 8);
+  const std::string content = file_pattern(64 * 1024, 8);
   FileDescriptor file = file_with(content);
   Tcp t = tcp_pair();
   Done sent;

@@ -25,7 +25,7 @@ namespace {
 using test::run_until;
 
 // A connected TCP pair on loopback (AF_UNIX sockets have no zero-copy sends).
-std::pair<FileDescriptor, FileDescriptor> tcp_pair() {
+std::pair<FileDescriptor, FileDescriptor> tcp_socket_pair() {
   FileDescriptor listener = test::loop_tcp_listener();
   FileDescriptor client = test::loop_tcp_client(listener.get());
   pollfd p{listener.get(), POLLIN, 0};
@@ -36,7 +36,7 @@ std::pair<FileDescriptor, FileDescriptor> tcp_pair() {
 }
 
 // xorshift bytes: every offset of every write differs from its neighbours' and other writes'.
-std::string pattern(std::size_t n, std::uint64_t seed) {
+std::string xorshift_pattern(std::size_t n, std::uint64_t seed) {
   std::string s(n, '\0');
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
   for (std::size_t i = 0; i < n; ++i) {
@@ -65,12 +65,12 @@ class ZeroCopyTest : public test::BackendTest {
 
 TEST_P(ZeroCopyTest, ManyLargeWritesArriveByteExact) {
   EventLoop loop(options());
-  auto [tx, rx] = tcp_pair();
+  auto [tx, rx] = tcp_socket_pair();
   constexpr std::size_t writes = 64, size = 1 << 20;
   std::string sent;
   int completed = 0;
   for (std::size_t i = 0; i < writes; ++i) {
-    std::string part = pattern(size, i);
+    std::string part = xorshift_pattern(size, i);
     sent += part;
     loop.write(tx.get(), buffer_of(part), WriteFlags::zero_copy,
                [&](std::error_code ec, std::size_t n, ByteBuffer) {
@@ -100,9 +100,9 @@ TEST_P(ZeroCopyTest, ManyLargeWritesArriveByteExact) {
 // that starts late and reads in small pieces; it still gets the original bytes.
 TEST_P(ZeroCopyTest, OverwritingTheBufferAfterCompletionDoesNotChangeWhatArrives) {
   EventLoop loop(options());
-  auto [tx, rx] = tcp_pair();
+  auto [tx, rx] = tcp_socket_pair();
   constexpr std::size_t size = 8 << 20;
-  const std::string sent = pattern(size, 42);
+  const std::string sent = xorshift_pattern(size, 42);
   bool done = false;
   std::uint64_t sends_at_completion = 0;
   loop.write(tx.get(), buffer_of(sent), WriteFlags::zero_copy,
@@ -143,9 +143,9 @@ TEST_P(ZeroCopyTest, CancelAndCloseInFlightCompleteOnceAfterTheKernelLetGo) {
   for (bool by_close : {false, true}) {
     SCOPED_TRACE(by_close ? "close" : "cancel");
     EventLoop loop(options());
-    auto [tx, rx] = tcp_pair();
+    auto [tx, rx] = tcp_socket_pair();
     constexpr std::size_t size = 32 << 20;  // far more than the socket buffers hold
-    const std::string sent = pattern(size, 7);
+    const std::string sent = xorshift_pattern(size, 7);
     int calls = 0;
     std::error_code got_ec;
     std::size_t moved = 0;
@@ -187,8 +187,8 @@ TEST_P(ZeroCopyTest, CancelAndCloseInFlightCompleteOnceAfterTheKernelLetGo) {
 // A plain write stays plain next to zero-copy ones.
 TEST_P(ZeroCopyTest, WritesWithoutTheFlagAreSentPlainly) {
   EventLoop loop(options());
-  auto [tx, rx] = tcp_pair();
-  const std::string sent = pattern(1 << 20, 3);
+  auto [tx, rx] = tcp_socket_pair();
+  const std::string sent = xorshift_pattern(1 << 20, 3);
   bool done = false;
   loop.write(tx.get(), buffer_of(sent), [&](std::error_code ec, std::size_t, ByteBuffer) {
     EXPECT_FALSE(ec);
@@ -206,7 +206,7 @@ TEST_P(ZeroCopyTest, WritesWithoutTheFlagAreSentPlainly) {
 TEST_P(ZeroCopyTest, ASocketThatRefusesFallsBackToAPlainSend) {
   EventLoop loop(options());
   auto [tx, rx] = test::loop_socket_pair();
-  const std::string a = pattern(200 << 10, 11), b = pattern(100 << 10, 12);
+  const std::string a = xorshift_pattern(200 << 10, 11), b = xorshift_pattern(100 << 10, 12);
   std::vector<ByteBuffer> bufs{buffer_of(a), buffer_of(b)};
   bool done = false;
   loop.write(tx.get(), std::span<const ByteBuffer>(bufs), WriteFlags::zero_copy,

@@ -1,5 +1,6 @@
 // Raw-syscall descriptors for loop tests: socket pairs, loopback listeners, pipes, temp files,
-// all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; reading a stream
+// all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; buffers to write
+// from and what a read left in them; reading a stream
 // through a loop until enough has come; and a bounded way to run a loop until something holds.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <arpa/inet.h>
@@ -103,6 +105,20 @@ inline FileDescriptor loop_temp_file() {
   if (fd < 0) ADD_FAILURE() << "mkostemp: " << errno;
   ::unlink(path.c_str());
   return FileDescriptor(fd);
+}
+
+// A buffer holding `s`, flipped for reading (a copy: the loop may write into it).
+inline ByteBuffer buffer_with(std::string_view s) {
+  ByteBuffer b = ByteBuffer::allocate(s.size());
+  b.put(s);
+  b.flip();
+  return b;
+}
+
+// [0, position) of a buffer read into.
+inline std::string filled(ByteBuffer b) {
+  b.flip();
+  return std::string(b.string_view());
 }
 
 // Reads from `fd` on `loop`, `chunk` bytes at a time, appending to `got` until it holds `want`

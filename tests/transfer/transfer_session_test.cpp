@@ -14,7 +14,7 @@ namespace {
 
 using Names = std::vector<std::string>;
 
-std::string pattern(std::size_t n) {
+std::string body_pattern(std::size_t n) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + i / 7) & 0xff);
   return s;
@@ -23,7 +23,7 @@ std::string pattern(std::size_t n) {
 class TransferSessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    body_ = pattern(300000);
+    body_ = body_pattern(300000);
     src_.write("data.bin", body_);
   }
 

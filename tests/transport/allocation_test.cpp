@@ -47,15 +47,15 @@ thread_local std::size_t allocations = 0;
 extern "C" void* __libc_malloc(std::size_t);
 extern "C" void* __libc_calloc(std::size_t, std::size_t);
 extern "C" void* __libc_realloc(void*, std::size_t);
-extern "C" void* malloc(std::size_t n) {
+extern "C" void* malloc(std::size_t n) noexcept {
   if (counting) ++allocations;
   return __libc_malloc(n);
 }
-extern "C" void* calloc(std::size_t n, std::size_t m) {
+extern "C" void* calloc(std::size_t n, std::size_t m) noexcept {
   if (counting) ++allocations;
   return __libc_calloc(n, m);
 }
-extern "C" void* realloc(void* p, std::size_t n) {
+extern "C" void* realloc(void* p, std::size_t n) noexcept {
   if (counting) ++allocations;
   return __libc_realloc(p, n);
 }

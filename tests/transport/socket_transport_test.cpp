@@ -17,7 +17,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>  // not <netinet/tcp.h>: it redefines what flush_test.cpp's defines
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <mutex>

@@ -40,7 +40,7 @@ struct Sink {
   }
 };
 
-std::shared_ptr<ChannelHandler> counting(std::shared_ptr<Sink> sink) {
+std::shared_ptr<ChannelHandler> counting_handler(std::shared_ptr<Sink> sink) {
   auto h = std::make_shared<LambdaHandler>();
   h->on_read = [sink](ChannelHandlerContext&, Message m) { sink->add(m.readable_bytes()); };
   return h;
@@ -86,7 +86,7 @@ TEST_P(ThreadingTest, ContextWritesFromOtherThreadsHopToTheLoop) {
   auto sink = std::make_shared<Sink>(kThreads * kWritesPerThread * kMessage);
   TestServer server(options(), 1);
   server.bootstrap().child_handler(
-      init([sink](Channel& ch) { ch.pipeline().add_last(counting(sink)); }));
+      init([sink](Channel& ch) { ch.pipeline().add_last(counting_handler(sink)); }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
 
   ActiveClient client(options(), addr, "writer");
