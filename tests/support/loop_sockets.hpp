@@ -1,7 +1,7 @@
 // Raw-syscall descriptors for loop tests: socket pairs, loopback listeners, pipes, temp files,
 // all O_CLOEXEC and non-blocking, each owned by the FileDescriptor returned; buffers to write
-// from and what a read left in them; reading a stream
-// through a loop until enough has come; and a bounded way to run a loop until something holds.
+// from and what a read left in them; reading a stream through a loop until enough has come;
+// and a bounded way to run a loop until something holds.
 #pragma once
 
 #include <niox/base/file_descriptor.hpp>
