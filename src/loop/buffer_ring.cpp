@@ -76,13 +76,20 @@ void BufferRing::State::release(unsigned id) noexcept {
     return;
   }
   std::lock_guard g(lock);
-  if (registered) returned.push_back(static_cast<std::uint16_t>(id));  // reserved: no throw
+  if (registered) {
+    returned.push_back(static_cast<std::uint16_t>(id));  // reserved: no throw
+    has_returns.store(true, std::memory_order_relaxed);
+  }
 }
 
 void BufferRing::drain_returns() noexcept {
+  // A release that the load misses is drained on a later turn: the same as one that comes
+  // just after the lock below is let go.
+  if (!state_->has_returns.load(std::memory_order_relaxed)) return;
   std::lock_guard g(state_->lock);
   for (std::uint16_t id : state_->returned) state_->add(id);
   state_->returned.clear();
+  state_->has_returns.store(false, std::memory_order_relaxed);
 }
 
 ByteBuffer BufferRing::take(unsigned id, std::uint32_t taker, std::uint32_t generation) {

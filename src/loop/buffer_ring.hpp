@@ -89,6 +89,9 @@ class BufferRing {
     std::atomic<std::thread::id> owner{};
     std::mutex lock;  // returned and registered, for releases on other threads
     std::vector<std::uint16_t> returned;
+    // Whether `returned` may hold ids: set under the lock, read without it by the loop every
+    // turn, so a turn with nothing released elsewhere (nearly all of them) takes no lock.
+    std::atomic<bool> has_returns{false};
     // Loop thread only. Who took each buffer that is out, by buffer id; and how many each
     // taker has out, by operation index. A count belongs to one generation of its index: an
     // operation reused for another descriptor starts from zero, and the buffers of the earlier
