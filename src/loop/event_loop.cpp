@@ -229,7 +229,7 @@ Operation* LoopCore::find(std::uint32_t index, std::uint32_t generation) noexcep
   return op->state != OpState::free && op->generation == generation ? op : nullptr;
 }
 
-LoopCore::FdState& LoopCore::fd_state(int fd) {
+LoopCore::FdState& LoopCore::new_fd_state(int fd) {
   if (static_cast<std::size_t>(fd) >= fds_.size()) grow_fd_table(fds_, fd);
   FdState& fs = fds_[fd];
   if (!fs.classified) {

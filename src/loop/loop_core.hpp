@@ -140,7 +140,13 @@ class LoopCore {
   void recycle(Operation* op) noexcept;
   OpSide* acquire_side();
   void recycle_side(OpSide* side) noexcept;
-  FdState& fd_state(int fd);
+  // The descriptor's entry, made (and the descriptor classified) on first use.
+  FdState& fd_state(int fd) {
+    if (static_cast<std::size_t>(fd) < fds_.size() && fds_[fd].classified) [[likely]]
+      return fds_[fd];
+    return new_fd_state(fd);
+  }
+  FdState& new_fd_state(int fd);
   void link(Operation* op);
   void unlink(Operation* op) noexcept;
   std::size_t run_tasks();
