@@ -354,41 +354,52 @@ void IoUringBackend::flush() {
 void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
   ensure_enabled();
   refill_ring();
-  AtomicCounters::add(core_.stats().kernel_entries, 1);
+  int r = 0;
   if (timeout.count() == 0) {
+    AtomicCounters::add(core_.stats().kernel_entries, 1);
     io_uring_submit_and_get_events(&ring_);
+  } else if (timeout.count() < 0) {
+    // No deadline: one io_uring_enter that submits and waits, unless completions are there
+    // already with nothing to submit (CQEs that came in after the last reap). The timeout
+    // variant without a timespec does the same through liburing's get-CQE loop, which costs
+    // more on every turn.
+    if (io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) == 0) {
+      AtomicCounters::add(core_.stats().kernel_entries, 1);
+      r = io_uring_submit_and_wait(&ring_, 1);
+    }
   } else {
+    AtomicCounters::add(core_.stats().kernel_entries, 1);
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec ts{};
     ts.tv_sec = timeout.count() / 1000000000;
     ts.tv_nsec = timeout.count() % 1000000000;
-    int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout.count() < 0 ? nullptr : &ts,
-                                             nullptr);
-    if (r == -EBUSY) io_uring_get_events(&ring_);  // CQ overflow backlog: reap, retry next turn
+    r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
   }
+  if (r == -EBUSY) io_uring_get_events(&ring_);  // CQ overflow backlog: reap, retry next turn
   reap();
   flush();
 }
 
 void IoUringBackend::reap() {
-  io_uring_cqe* cqes[64];
   for (;;) {
     if (io_uring_cq_has_overflow(&ring_)) {
-      // Completions waiting in the kernel's overflow list; peek flushes them (get_events) once
-      // the CQ has room again.
+      // Completions waiting in the kernel's overflow list: flushed into the CQ below, once it
+      // has room again.
       AtomicCounters::add(core_.stats().cq_overflow_flushes, 1);
     }
-    unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
-    if (n == 0) {
-      if (io_uring_cq_has_overflow(&ring_)) {
-        AtomicCounters::add(core_.stats().kernel_entries, 1);
-        io_uring_get_events(&ring_);
-        continue;
-      }
-      return;
+    // The CQEs in place (liburing's inline walk, not the out-of-line batch peek: this runs
+    // every turn). handle() never reaps, and a slot is not reused before the advance.
+    unsigned head = 0;
+    unsigned n = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      handle(cqe->user_data, cqe->res, cqe->flags);
+      ++n;
     }
-    for (unsigned i = 0; i < n; ++i) handle(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
     io_uring_cq_advance(&ring_, n);
+    if (!io_uring_cq_has_overflow(&ring_)) return;
+    AtomicCounters::add(core_.stats().kernel_entries, 1);
+    io_uring_get_events(&ring_);
   }
 }
 
