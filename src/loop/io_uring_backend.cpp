@@ -382,11 +382,6 @@ void IoUringBackend::wait(std::chrono::nanoseconds timeout) {
 
 void IoUringBackend::reap() {
   for (;;) {
-    if (io_uring_cq_has_overflow(&ring_)) {
-      // Completions waiting in the kernel's overflow list: flushed into the CQ below, once it
-      // has room again.
-      AtomicCounters::add(core_.stats().cq_overflow_flushes, 1);
-    }
     // The CQEs in place (liburing's inline walk, not the out-of-line batch peek: this runs
     // every turn). handle() never reaps, and a slot is not reused before the advance.
     unsigned head = 0;
@@ -398,6 +393,8 @@ void IoUringBackend::reap() {
     }
     io_uring_cq_advance(&ring_, n);
     if (!io_uring_cq_has_overflow(&ring_)) return;
+    // Completions wait in the kernel's overflow list: into the CQ, now that it has room.
+    AtomicCounters::add(core_.stats().cq_overflow_flushes, 1);
     AtomicCounters::add(core_.stats().kernel_entries, 1);
     io_uring_get_events(&ring_);
   }
