@@ -137,7 +137,7 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
 }
 
 LoopCore::~LoopCore() {
-  if (live_ops_ > 0 || has_tasks_.load()) shutdown();
+  if (live_ops_ > 0 || has_tasks_.load() || !local_tasks_.empty()) shutdown();
   backend_.reset();
   if (leak_in_backend_) {
     for (auto& slab : ops_) {
@@ -470,13 +470,19 @@ void LoopCore::forget(int fd, bool closing) {
 
 std::size_t LoopCore::run_tasks() {
   wake_pending_.store(false, std::memory_order_seq_cst);
-  if (!has_tasks_.load(std::memory_order_acquire)) return 0;
-  {
+  bool remote = has_tasks_.load(std::memory_order_acquire);
+  if (!remote && local_tasks_.empty()) return 0;
+  // Both batches are taken before either runs: what their tasks queue runs next turn, after
+  // both (see execute()).
+  if (remote) {
     std::lock_guard lock(task_mutex_);
     std::swap(tasks_, running_tasks_);
     has_tasks_.store(false, std::memory_order_relaxed);
   }
-  std::size_t n = running_tasks_.size();
+  std::swap(local_tasks_, running_local_tasks_);
+  std::size_t n = running_local_tasks_.size() + running_tasks_.size();
+  for (auto& t : running_local_tasks_) invoke_guarded(t);
+  running_local_tasks_.clear();
   for (auto& t : running_tasks_) invoke_guarded(t);
   running_tasks_.clear();
   AtomicCounters::add(stats_.tasks_run, n);
@@ -566,7 +572,7 @@ std::size_t LoopCore::run_timers() {
 
 bool LoopCore::has_immediate_work() const noexcept {
   return !completed_.empty() || !to_start_.empty() || has_tasks_.load(std::memory_order_acquire) ||
-         stop_.load(std::memory_order_relaxed);
+         !local_tasks_.empty() || stop_.load(std::memory_order_relaxed);
 }
 
 std::chrono::nanoseconds LoopCore::next_timeout(std::chrono::nanoseconds limit) const noexcept {
@@ -632,6 +638,13 @@ void LoopCore::self_wake() noexcept {
 }
 
 void LoopCore::execute(UniqueFunction<void()> task) {
+  // The loop thread's own task needs no lock while no other thread's waits: it then comes
+  // before all of those still to be queued, which run_tasks() keeps.
+  if (in_loop_thread() && !has_tasks_.load(std::memory_order_acquire)) {
+    local_tasks_.push_back(std::move(task));
+    if (embedded_) self_wake();
+    return;
+  }
   {
     std::lock_guard lock(task_mutex_);
     tasks_.push_back(std::move(task));
@@ -684,7 +697,8 @@ void LoopCore::shutdown() {
   abort_all();
   // Run until the kernel has let go of every operation: their buffers die only after that.
   std::size_t last_live = live_ops_, idle_rounds = 0;
-  while (live_ops_ > 0 || has_tasks_.load() || !completed_.empty() || !to_start_.empty()) {
+  while (live_ops_ > 0 || has_tasks_.load() || !local_tasks_.empty() || !completed_.empty() ||
+         !to_start_.empty()) {
     if (live_ops_ > 0 && live_ops_ == last_live && ++idle_rounds > 100) {
       // The kernel does not answer (a ring driven from a thread that is not its issuer): leak
       // what it may still write into rather than free it under the kernel's feet.

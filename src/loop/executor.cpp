@@ -19,6 +19,12 @@ std::shared_ptr<ScheduledState> new_scheduled_state() {
 }
 
 bool ExecutorLink::execute(Runnable& task) {
+  // On the executor's own bound thread it cannot retire meanwhile: no lock.
+  int t = thread_.load(std::memory_order_acquire);
+  if (t > 0 && t == current_thread_id()) {
+    target_->execute(std::move(task));
+    return true;
+  }
   // Held while handing over, so that retire() cannot complete (and the executor be freed)
   // between the check and the push.
   std::lock_guard lock(mutex_);

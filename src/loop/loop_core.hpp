@@ -184,8 +184,13 @@ class LoopCore {
   std::uint64_t timer_seq_ = 0;
   std::size_t stale_timers_ = 0;  // cancelled timers whose heap entries remain
 
+  // execute() queues: tasks_ takes other threads' (under task_mutex_), local_tasks_ the loop
+  // thread's own while tasks_ is empty. Every local task then precedes every task in tasks_, so
+  // run_tasks() runs the local ones first and a task never overtakes one queued before it by a
+  // thread that could see it queued (a local post made while tasks_ is not empty goes there).
   std::mutex task_mutex_;
   std::vector<UniqueFunction<void()>> tasks_, running_tasks_;
+  std::vector<UniqueFunction<void()>> local_tasks_, running_local_tasks_;
   std::atomic<bool> has_tasks_{false};
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};

@@ -726,6 +726,38 @@ TEST_P(LoopTest, ExecuteFromManyThreads) {
   EXPECT_GE(loop.counters().tasks_run, static_cast<std::uint64_t>(kThreads * kTasks));
 }
 
+// The loop thread queues its own tasks without a lock, apart from other threads'. Whatever
+// the queue, a task never overtakes one that was queued before it by a thread that saw it
+// queued: the three ways a loop task and another thread's task can be ordered.
+TEST_P(LoopTest, TasksFromTheLoopAndFromOtherThreadsKeepTheOrderTheyWereQueuedIn) {
+  EventLoop loop(options());
+  std::vector<std::string> order;  // loop thread only
+  auto note = [&](std::string what) { return [&order, what] { order.push_back(what); }; };
+  auto from_another_thread = [&](std::string what) {
+    std::thread t([&loop, task = note(what)] { loop.execute(task); });
+    t.join();
+  };
+  loop.execute([&] {
+    // 1. Queued by the loop, then by another thread that ran after it.
+    loop.execute(note("loop-1"));
+    from_another_thread("other-1");
+    // 2. Queued by another thread, then by the loop once that thread is done.
+    from_another_thread("other-2");
+    loop.execute(note("loop-2"));
+    loop.execute([&] {
+      // 3. The same from inside a task of the loop's own queue.
+      loop.execute(note("loop-3"));
+      from_another_thread("other-3");
+      from_another_thread("other-4");
+      loop.execute(note("loop-4"));
+      loop.execute([&] { loop.stop(); });
+    });
+  });
+  loop.run();
+  EXPECT_EQ(order, (std::vector<std::string>{"loop-1", "other-1", "other-2", "loop-2", "loop-3",
+                                             "other-3", "other-4", "loop-4"}));
+}
+
 TEST_P(LoopTest, StopFromAnotherThreadWakesASleepingLoop) {
   EventLoop loop(options());
   std::thread t([&] {
