@@ -553,7 +553,7 @@ void LoopCore::arm_timer(Operation* op) {
 
 std::size_t LoopCore::run_timers() {
   if (timers_.empty()) return 0;
-  auto now = std::chrono::steady_clock::now();
+  auto now = turn_time_;
   std::size_t n = 0;
   while (!timers_.empty() && timers_.front().deadline <= now) {
     TimerEntry e = timers_.front();
@@ -592,6 +592,7 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
   backend_->flush();
   auto t = has_immediate_work() || n > 0 ? std::chrono::nanoseconds(0) : next_timeout(timeout);
   backend_->wait(t);
+  turn_time_ = std::chrono::steady_clock::now();
   n += run_completions();
   n += run_timers();
   n += run_completions();
@@ -864,6 +865,11 @@ void EventLoop::shutdown() {
   core_->shutdown();
 }
 bool EventLoop::in_event_loop() const noexcept { return core_->in_loop_thread(); }
+EventLoop::Clock::time_point EventLoop::now() const noexcept {
+  if (!core_->in_loop_thread()) return Clock::now();
+  auto t = core_->turn_time();
+  return t != Clock::time_point{} ? t : Clock::now();
+}
 void EventLoop::execute(Runnable task) { core_->execute(std::move(task)); }
 
 ScheduledFuture EventLoop::schedule(std::chrono::nanoseconds delay, Runnable task) {

@@ -66,6 +66,8 @@ class LoopCore {
   void shutdown();
   void execute(UniqueFunction<void()> task);
   bool in_loop_thread() const noexcept;
+  // Loop thread only: when the current turn's wait returned (zero before the first).
+  std::chrono::steady_clock::time_point turn_time() const noexcept { return turn_time_; }
   // A thread has run (or shut down) the loop: from then on only that thread starts operations.
   bool bound() const noexcept { return thread_tid_.load(std::memory_order_relaxed) != 0; }
   LoopCounters counters() const noexcept;
@@ -152,7 +154,7 @@ class LoopCore {
   std::size_t run_tasks();
   void start_queued();
   std::size_t run_completions();
-  std::size_t run_timers();
+  std::size_t run_timers();  // those due at turn_time_
   bool has_immediate_work() const noexcept;
   std::chrono::nanoseconds next_timeout(std::chrono::nanoseconds limit) const noexcept;
   void abort_all();
@@ -195,6 +197,8 @@ class LoopCore {
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
   std::atomic<int> thread_tid_{0};
+  // When the current turn's wait returned; only the loop thread reads it (EventLoop::now()).
+  std::chrono::steady_clock::time_point turn_time_{};
   // The loop's own descriptors, closed after the backend that watches them.
   FileDescriptor wake_fd_;
   FileDescriptor timer_fd_;  // embedded mode only

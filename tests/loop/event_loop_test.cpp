@@ -758,6 +758,35 @@ TEST_P(LoopTest, TasksFromTheLoopAndFromOtherThreadsKeepTheOrderTheyWereQueuedIn
                                              "other-3", "other-4", "loop-4"}));
 }
 
+// now() on the loop thread is the time the turn's wait returned: it does not move within a
+// turn, never runs ahead of the clock, and a timer never fires before now() + its delay.
+TEST_P(LoopTest, NowIsTheTurnsTimeAndTimersNeverFireBeforeIt) {
+  EventLoop loop(options());
+  EventLoop::Clock::time_point first{}, again{}, fired_at{};
+  EventLoop::Clock::time_point deadline{};
+  loop.execute([&] {
+    loop.execute([&] {  // in the second turn, after a wait
+      first = loop.now();
+      std::this_thread::sleep_for(2ms);
+      again = loop.now();
+      EXPECT_LE(again, EventLoop::Clock::now());
+      deadline = loop.now() + 5ms;
+      loop.schedule(5ms, [&] {
+        fired_at = EventLoop::Clock::now();
+        loop.stop();
+      });
+    });
+  });
+  loop.run();
+  EXPECT_EQ(first, again);
+  EXPECT_GE(fired_at, deadline);
+  // Off the loop thread it is the clock itself.
+  std::thread([&] {
+    auto before = EventLoop::Clock::now();
+    EXPECT_GE(loop.now(), before);
+  }).join();
+}
+
 TEST_P(LoopTest, StopFromAnotherThreadWakesASleepingLoop) {
   EventLoop loop(options());
   std::thread t([&] {
