@@ -122,26 +122,10 @@ Channel::Channel(Executor& executor)
 
 Channel::~Channel() { pipeline_.destroy(); }
 
-namespace {
-// Held for a copy of one shared_ptr: a few instructions, so waiting threads spin.
-class FlagGuard {
- public:
-  explicit FlagGuard(std::atomic_flag& flag) noexcept : flag_(flag) {
-    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-  }
-  ~FlagGuard() { flag_.clear(std::memory_order_release); }
-  FlagGuard(const FlagGuard&) = delete;
-  FlagGuard& operator=(const FlagGuard&) = delete;
-
- private:
-  std::atomic_flag& flag_;
-};
-}  // namespace
-
 ChannelFuture Channel::close_future() const {
   std::shared_ptr<detail::PromiseState> state;
   {
-    FlagGuard guard(close_lock_);
+    std::lock_guard held(close_lock_);
     if (!close_state_) close_state_ = ChannelPromise(link_).state_;
     state = close_state_;
   }
@@ -380,7 +364,7 @@ void Channel::unsafe_close(ChannelPromise promise) {
   // it completes its own state (both are sequentially consistent: one of them sees the other).
   std::shared_ptr<detail::PromiseState> state;
   {
-    FlagGuard guard(close_lock_);
+    std::lock_guard held(close_lock_);
     state = close_state_;
   }
   if (state) ChannelPromise(std::move(state)).try_success();

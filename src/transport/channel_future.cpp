@@ -17,7 +17,7 @@ const ChannelFuture& ChannelFuture::sync(std::error_code& ec) const {
         "listener instead");
   }
   {
-    std::lock_guard lock(state_->mutex);
+    std::lock_guard held(state_->lock);
     if (state_->done) {
       ec = state_->cause;
       return *this;

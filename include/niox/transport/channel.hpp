@@ -291,7 +291,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   ChannelPromise shutdown_promise_;
   // Read by close_future() on any thread; written on the loop thread.
   std::atomic<bool> closed_{false};
-  mutable std::atomic_flag close_lock_;
+  mutable detail::SpinLock close_lock_;  // held for a copy of one shared_ptr
   bool in_flush_ = false;
   bool write_pending_ = false;
   bool output_shutdown_pending_ = false;

@@ -23,6 +23,7 @@
 //    costs nothing; use it on hot paths where nobody waits.
 #pragma once
 
+#include <niox/base/detail/spin_lock.hpp>
 #include <niox/buffer/buffer_pool.hpp>
 #include <niox/loop/executor.hpp>
 
@@ -41,11 +42,15 @@ namespace niox {
 namespace detail {
 // Allocated from the per-thread block cache (CachedObjectAllocator): no malloc per write once
 // warm.
+// A listener: move-only; captures of up to 48 bytes (a shared_ptr, a promise and a pointer)
+// are stored in the state itself, so adding one allocates nothing.
+using PromiseListener = UniqueFunction<void(const std::error_code&), 48, 8>;
+
 struct PromiseState {
-  using Listener = std::function<void(const std::error_code&)>;
+  using Listener = PromiseListener;
   explicit PromiseState(std::shared_ptr<ExecutorLink> l) noexcept : link(std::move(l)) {}
   std::shared_ptr<ExecutorLink> link;
-  std::mutex mutex;
+  SpinLock lock;  // over done, cause and the listeners
   bool done = false;
   std::error_code cause;
   // The first listener kept apart: most promises get one at most, and so need no vector. The
@@ -81,11 +86,15 @@ struct PromiseState {
     }
   }
 };
+// The state is allocated from the block cache's 128-byte class, its control block included.
+static_assert(sizeof(PromiseState) + 16 <= 128);
 }  // namespace detail
 
 class ChannelFuture {
  public:
-  using Listener = std::function<void(const std::error_code&)>;
+  // Any callable taking (const std::error_code&); move-only callables are fine. Captures of up
+  // to 48 bytes are stored without an allocation.
+  using Listener = detail::PromiseListener;
 
   ChannelFuture() = default;
 
@@ -95,14 +104,14 @@ class ChannelFuture {
     if (!state_) {
       return false;
     }
-    std::lock_guard lock(state_->mutex);
+    std::lock_guard held(state_->lock);
     return state_->done;
   }
   bool is_success() const {
     if (!state_) {
       return false;
     }
-    std::lock_guard lock(state_->mutex);
+    std::lock_guard held(state_->lock);
     return state_->done && !state_->cause;
   }
   // The failure, or an empty code while pending or after success.
@@ -110,7 +119,7 @@ class ChannelFuture {
     if (!state_) {
       return {};
     }
-    std::lock_guard lock(state_->mutex);
+    std::lock_guard held(state_->lock);
     return state_->cause;
   }
 
@@ -120,14 +129,14 @@ class ChannelFuture {
     if (!state_) {
       return *this;
     }
-    std::unique_lock lock(state_->mutex);
+    std::unique_lock held(state_->lock);
     if (!state_->done) {
       state_->add(std::move(listener));
       return *this;
     }
     auto ec = state_->cause;
-    lock.unlock();
-    state_->run_on_executor([l = std::move(listener), ec] { l(ec); });
+    held.unlock();
+    state_->run_on_executor([l = std::move(listener), ec]() mutable { l(ec); });
     return *this;
   }
 
@@ -224,7 +233,7 @@ class ChannelPromise : public ChannelFuture {
     }
     bool listened;
     {
-      std::lock_guard lock(state_->mutex);
+      std::lock_guard held(state_->lock);
       if (state_->done) {
         return false;
       }
