@@ -5,11 +5,18 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <typeinfo>
 #include <vector>
 
 #include <sys/socket.h>
 
 namespace niox {
+
+namespace detail {
+void initialize(const ChannelInitializer& initializer, Channel& channel) {
+  initializer.init_(channel);
+}
+}  // namespace detail
 
 void ChannelInitializer::handler_added(ChannelHandlerContext& ctx) {
   auto& pipeline = ctx.pipeline();
@@ -63,7 +70,12 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
                      const std::shared_ptr<ChannelHandler>& handler) {
     try {
       child->apply_options(options);
-      child->pipeline().add_last(handler);
+      if (typeid(*handler) == typeid(ChannelInitializer)) {
+        // What adding it would do, without a context made and unlinked per connection.
+        detail::initialize(static_cast<const ChannelInitializer&>(*handler), *child);
+      } else {
+        child->pipeline().add_last(handler);
+      }
     } catch (...) {
       log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
           detail::describe(std::current_exception()));

@@ -99,6 +99,41 @@ TEST_P(SocketTransportTest, EchoesManyConnectionsOverEveryFamily) {
   }
 }
 
+// A ServerBootstrap runs its child ChannelInitializer on each accepted channel without ever
+// adding it: the pipeline holds just what it added. One that throws gets its channel closed,
+// and the next connection is set up as usual.
+TEST_P(SocketTransportTest, AChildInitializerLeavesOnlyItsHandlersAndOneThatThrowsCloses) {
+  TestServer s(options(), 1);
+  std::atomic<int> calls{0};
+  std::mutex names_mutex;
+  std::vector<std::vector<std::string>> names;
+  s.bootstrap().child_handler(init([&](Channel& ch) {
+    if (calls.fetch_add(1) == 1) throw std::runtime_error("no handlers for this one");
+    ch.pipeline().add_last("echo", std::make_shared<EchoHandler>());
+    std::lock_guard lock(names_mutex);
+    names.push_back(ch.pipeline().names());
+  }));
+  SocketAddress addr = s.start(InetSocketAddress::loopback_v4(0));
+  auto data = pseudo_random_bytes(5000, 11);
+  {
+    PeerSocket first(addr);
+    EXPECT_EQ(first.exchange(data, data.size()), data);
+  }
+  {
+    PeerSocket refused(addr);
+    EXPECT_TRUE(refused.recv_to_eof().empty()) << "the channel whose set-up threw is closed";
+  }
+  {
+    PeerSocket third(addr);
+    EXPECT_EQ(third.exchange(data, data.size()), data);
+  }
+  s.stop();
+  EXPECT_EQ(calls.load(), 3);
+  std::lock_guard lock(names_mutex);
+  ASSERT_EQ(names.size(), 2u);
+  for (const auto& n : names) EXPECT_EQ(n, (std::vector<std::string>{"echo"}));
+}
+
 // Request/response: each echo must leave although the read that brought it filled its
 // buffer exactly (the receive buffer shrinks to the message size after a few rounds).
 TEST_P(SocketTransportTest, PingPongEchoesEveryMessageWithoutWaitingForMore) {

@@ -36,8 +36,15 @@
 
 namespace niox {
 
+class ChannelInitializer;
+namespace detail {
+void initialize(const ChannelInitializer& initializer, Channel& channel);
+}  // namespace detail
+
 // Runs `init(channel)` when added to a pipeline (on the channel's loop), then removes itself:
-// the usual way to give every accepted channel its own handlers.
+// the usual way to give every accepted channel its own handlers. As a ServerBootstrap's child
+// handler it is never added: each accepted channel gets `init(channel)` straight away, which
+// is all the adding and removing would do.
 class ChannelInitializer : public ChannelHandler {
  public:
   using InitFunction = std::function<void(Channel&)>;
@@ -45,6 +52,7 @@ class ChannelInitializer : public ChannelHandler {
   void handler_added(ChannelHandlerContext& ctx) override;
 
  private:
+  friend void detail::initialize(const ChannelInitializer&, Channel&);
   InitFunction init_;
 };
 
