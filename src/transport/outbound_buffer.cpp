@@ -14,8 +14,8 @@ OutboundBuffer::EntryQueue::~EntryQueue() {
 }
 
 void OutboundBuffer::EntryQueue::grow() {
-  // From two: the usual connection has one write queued at a time.
-  const std::uint32_t capacity = std::max<std::uint32_t>(2, capacity_ * 2);
+  // From four: a response is often a head, a body and the empty buffer of a close after it.
+  const std::uint32_t capacity = std::max<std::uint32_t>(4, capacity_ * 2);
   Entry* grown = detail::CachedObjectAllocator<Entry>().allocate(capacity);
   for (std::uint32_t i = 0; i < size_; ++i) {
     Entry& from = (*this)[i];
