@@ -147,28 +147,32 @@ std::size_t Channel::bytes_before_writable() const noexcept {
 }
 
 ChannelFuture Channel::write(Message msg) {
-  auto p = new_promise();
-  write(std::move(msg), p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  write(std::move(msg), std::move(p));
+  return f;
 }
 void Channel::write(Message msg, ChannelPromise promise) {
-  if (!on_loop([this, m = std::move(msg), p = promise]() mutable {
+  with_promise_on_loop(
+      std::move(promise),
+      [this, m = std::move(msg)](ChannelPromise p) mutable {
         pipeline_.write(std::move(m), std::move(p));
-      })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+      },
+      [](ChannelPromise p) { p.try_failure(transport::Errc::channel_closed); });
 }
 ChannelFuture Channel::write_and_flush(Message msg) {
-  auto p = new_promise();
-  write_and_flush(std::move(msg), p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  write_and_flush(std::move(msg), std::move(p));
+  return f;
 }
 void Channel::write_and_flush(Message msg, ChannelPromise promise) {
-  if (!on_loop([this, m = std::move(msg), p = promise]() mutable {
+  with_promise_on_loop(
+      std::move(promise),
+      [this, m = std::move(msg)](ChannelPromise p) mutable {
         pipeline_.write_and_flush(std::move(m), std::move(p));
-      })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+      },
+      [](ChannelPromise p) { p.try_failure(transport::Errc::channel_closed); });
 }
 Channel& Channel::flush() {
   on_loop([this] { pipeline_.flush(); });
@@ -179,25 +183,31 @@ Channel& Channel::read() {
   return *this;
 }
 ChannelFuture Channel::close() {
-  auto p = new_promise();
-  close(p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  close(std::move(p));
+  return f;
 }
 void Channel::close(ChannelPromise promise) {
-  if (!on_loop([this, p = promise]() mutable { pipeline_.close(std::move(p)); })) {
-    // The loop is gone: nothing runs there any more, so the transport lets go of its
-    // descriptor here, once.
-    do_close_without_loop();
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+  with_promise_on_loop(
+      std::move(promise), [this](ChannelPromise p) { pipeline_.close(std::move(p)); },
+      [this](ChannelPromise p) {
+        // The loop is gone: nothing runs there any more, so the transport lets go of its
+        // descriptor here, once.
+        do_close_without_loop();
+        p.try_failure(transport::Errc::channel_closed);
+      });
 }
 ChannelFuture Channel::close_after_flush() {
-  auto p = new_promise();
-  close_after_flush(p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  close_after_flush(std::move(p));
+  return f;
 }
 void Channel::close_after_flush(ChannelPromise promise) {
-  if (!on_loop([this, p = promise]() mutable {
+  with_promise_on_loop(
+      std::move(promise),
+      [this](ChannelPromise p) {
         ChannelFuture last;
         if (is_output_shutdown()) {
           // No more writes: the shutdown's FIN (sent, or due) follows the last bytes.
@@ -217,19 +227,19 @@ void Channel::close_after_flush(ChannelPromise promise) {
         // listener dies with it.
         last.add_listener([this, self = weak_from_this().lock(), p = std::move(p)](
                               const std::error_code&) mutable { close(std::move(p)); });
-      })) {
-    close(std::move(promise));
-  }
+      },
+      [this](ChannelPromise p) { close(std::move(p)); });
 }
 ChannelFuture Channel::shutdown_output() {
-  auto p = new_promise();
-  shutdown_output(p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  shutdown_output(std::move(p));
+  return f;
 }
 void Channel::shutdown_output(ChannelPromise promise) {
-  if (!on_loop([this, p = promise]() mutable { pipeline_.shutdown_output(std::move(p)); })) {
-    promise.try_failure(transport::Errc::channel_closed);
-  }
+  with_promise_on_loop(
+      std::move(promise), [this](ChannelPromise p) { pipeline_.shutdown_output(std::move(p)); },
+      [](ChannelPromise p) { p.try_failure(transport::Errc::channel_closed); });
 }
 
 bool Channel::accepts_outbound(const Message& msg) const noexcept {

@@ -176,9 +176,10 @@ void fail_removed(Channel&, ChannelPromise p) { p.try_failure(transport::Errc::h
 }  // namespace
 
 ChannelFuture ChannelHandlerContext::write(Message msg) {
-  auto p = new_promise();
-  write(std::move(msg), p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  write(std::move(msg), std::move(p));
+  return f;
 }
 void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
   promised(
@@ -189,9 +190,10 @@ void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
       fail_removed, std::move(msg));
 }
 ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
-  auto p = new_promise();
-  write_and_flush(std::move(msg), p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  write_and_flush(std::move(msg), std::move(p));
+  return f;
 }
 void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise) {
   promised(
@@ -224,9 +226,10 @@ ChannelHandlerContext& ChannelHandlerContext::read() {
   return *this;
 }
 ChannelFuture ChannelHandlerContext::close() {
-  auto p = new_promise();
-  close(p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  close(std::move(p));
+  return f;
 }
 void ChannelHandlerContext::close(ChannelPromise promise) {
   promised(
@@ -235,9 +238,10 @@ void ChannelHandlerContext::close(ChannelPromise promise) {
       [](Channel& ch, ChannelPromise p) { ch.pipeline().close(std::move(p)); });
 }
 ChannelFuture ChannelHandlerContext::shutdown_output() {
-  auto p = new_promise();
-  shutdown_output(p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  shutdown_output(std::move(p));
+  return f;
 }
 void ChannelHandlerContext::shutdown_output(ChannelPromise promise) {
   promised(

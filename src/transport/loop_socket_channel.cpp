@@ -129,9 +129,10 @@ void LoopSocketChannel::apply_options(const ChannelOptions& options) {
 }
 
 ChannelFuture LoopSocketChannel::connect(const SocketAddress& remote) {
-  auto p = new_promise();
-  connect(remote, p);
-  return p.future();
+  ChannelPromise p = new_promise();
+  ChannelFuture f = p.future();
+  connect(remote, std::move(p));
+  return f;
 }
 
 void LoopSocketChannel::connect(const SocketAddress& remote, ChannelPromise promise) {

@@ -200,6 +200,20 @@ class Channel : public std::enable_shared_from_this<Channel> {
     return link_->execute(task);
   }
 
+  // on_loop() for an operation with a promise: `f(promise)` now when on the loop thread (the
+  // promise moved, never copied), else handed over; `gone(promise)` here when the loop is gone.
+  template <class F, class G>
+  void with_promise_on_loop(ChannelPromise promise, F&& f, G&& gone) {
+    if (link_->in_event_loop()) {
+      f(std::move(promise));
+      return;
+    }
+    Runnable task([self = shared_from_this(), g = std::forward<F>(f), p = promise]() mutable {
+      g(std::move(p));
+    });
+    if (!link_->execute(task)) gone(std::move(promise));
+  }
+
   // ---- The "unsafe" part a transport implements ---------------------------------------------
   // On the loop thread, before the flush that carries the connection's last bytes: the close
   // (or shutdown_output) follows as soon as they are written, in the same call or a turn
