@@ -206,7 +206,7 @@ void HttpServerHandler::user_event_triggered(ChannelHandlerContext& ctx, std::an
     if (closing_) {
       // A lingering close: the client ended its side, done, once the last response has left
       // (at once when our FIN has).
-      ctx.channel().close_after_flush();
+      ctx.channel().close_after_flush(ChannelPromise());
       return;
     }
     if (exchange_) (void)exchange_->conn.on_end_of_input();
@@ -287,16 +287,22 @@ void HttpServerHandler::serve(ChannelHandlerContext& ctx, ByteBuffer& in) {
     if (queue.empty()) {
       break;  // an incomplete request: wait for more input
     }
-    for (auto& r : queue) {
-      if (r.head.has_remaining()) {
-        last = ctx.write(std::move(r.head));
-      }
-      if (r.body.has_remaining()) {
-        last = ctx.write(std::move(r.body));
-      }
-      if (r.has_file_region()) {
-        last = ctx.write(FileRegion(std::move(r.file), r.file_offset, r.file_count));
-      }
+    // Only the batch's last write is listened to (below), and not when it ends the connection:
+    // the others take the void promise, which allocates and completes nothing.
+    const bool listened = !ex.conn.is_closing();
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      HttpResponse& r = queue[i];
+      const bool has_body = r.body.has_remaining(), has_file = r.has_file_region();
+      auto send = [&](Message piece, bool last_piece) {
+        if (listened && last_piece && i + 1 == queue.size()) {
+          last = ctx.write(std::move(piece));
+        } else {
+          ctx.write(std::move(piece), ChannelPromise());
+        }
+      };
+      if (r.head.has_remaining()) send(std::move(r.head), !has_body && !has_file);
+      if (has_body) send(std::move(r.body), !has_file);
+      if (has_file) send(FileRegion(std::move(r.file), r.file_offset, r.file_count), true);
     }
     queue.clear();
     wrote = true;
@@ -373,7 +379,7 @@ void HttpServerHandler::end_after_flush(ChannelHandlerContext& ctx, bool linger)
     // Nothing more is read: no read waits in the loop (and on epoll no registration is made)
     // for the time the last response takes to leave.
     ch.config().set_auto_read(false);
-    ch.close_after_flush();
+    ch.close_after_flush(ChannelPromise());  // nobody waits for it: the void promise
     return;
   }
   ch.shutdown_output().add_listener(
