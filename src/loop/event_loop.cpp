@@ -468,10 +468,7 @@ void LoopCore::forget(int fd, bool closing) {
 
 // ---- The turn -------------------------------------------------------------------------------
 
-std::size_t LoopCore::run_tasks() {
-  wake_pending_.store(false, std::memory_order_seq_cst);
-  bool remote = has_tasks_.load(std::memory_order_acquire);
-  if (!remote && local_tasks_.empty()) return 0;
+std::size_t LoopCore::run_queued_tasks(bool remote) {
   // Both batches are taken before either runs: what their tasks queue runs next turn, after
   // both (see execute()).
   if (remote) {
@@ -553,7 +550,7 @@ void LoopCore::arm_timer(Operation* op) {
 
 std::size_t LoopCore::run_timers() {
   if (timers_.empty()) return 0;
-  auto now = turn_time_;
+  auto now = turn_time();
   std::size_t n = 0;
   while (!timers_.empty() && timers_.front().deadline <= now) {
     TimerEntry e = timers_.front();
@@ -568,11 +565,6 @@ std::size_t LoopCore::run_timers() {
     on_result(*op, 0);
   }
   return n;
-}
-
-bool LoopCore::has_immediate_work() const noexcept {
-  return !completed_.empty() || !to_start_.empty() || has_tasks_.load(std::memory_order_acquire) ||
-         !local_tasks_.empty() || stop_.load(std::memory_order_relaxed);
 }
 
 std::chrono::nanoseconds LoopCore::next_timeout(std::chrono::nanoseconds limit) const noexcept {
@@ -592,7 +584,7 @@ std::size_t LoopCore::run_once(std::chrono::nanoseconds timeout) {
   backend_->flush();
   auto t = has_immediate_work() || n > 0 ? std::chrono::nanoseconds(0) : next_timeout(timeout);
   backend_->wait(t);
-  turn_time_ = std::chrono::steady_clock::now();
+  turn_time_ = {};  // read again when first asked for in this turn
   n += run_completions();
   n += run_timers();
   n += run_completions();
@@ -866,9 +858,7 @@ void EventLoop::shutdown() {
 }
 bool EventLoop::in_event_loop() const noexcept { return core_->in_loop_thread(); }
 EventLoop::Clock::time_point EventLoop::now() const noexcept {
-  if (!core_->in_loop_thread()) return Clock::now();
-  auto t = core_->turn_time();
-  return t != Clock::time_point{} ? t : Clock::now();
+  return core_->in_loop_thread() ? core_->turn_time() : Clock::now();
 }
 void EventLoop::execute(Runnable task) { core_->execute(std::move(task)); }
 

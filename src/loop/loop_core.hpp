@@ -66,8 +66,13 @@ class LoopCore {
   void shutdown();
   void execute(UniqueFunction<void()> task);
   bool in_loop_thread() const noexcept;
-  // Loop thread only: when the current turn's wait returned (zero before the first).
-  std::chrono::steady_clock::time_point turn_time() const noexcept { return turn_time_; }
+  // Loop thread only: the clock as first read in this turn, after its wait (no clock is read
+  // in a turn that neither runs timers nor asks).
+  std::chrono::steady_clock::time_point turn_time() noexcept {
+    if (turn_time_ == std::chrono::steady_clock::time_point{})
+      turn_time_ = std::chrono::steady_clock::now();
+    return turn_time_;
+  }
   // A thread has run (or shut down) the loop: from then on only that thread starts operations.
   bool bound() const noexcept { return thread_tid_.load(std::memory_order_relaxed) != 0; }
   LoopCounters counters() const noexcept;
@@ -151,11 +156,21 @@ class LoopCore {
   FdState& new_fd_state(int fd);
   void link(Operation* op);
   void unlink(Operation* op) noexcept;
-  std::size_t run_tasks();
+  std::size_t run_tasks() {
+    wake_pending_.store(false, std::memory_order_seq_cst);
+    bool remote = has_tasks_.load(std::memory_order_acquire);
+    if (!remote && local_tasks_.empty()) return 0;
+    return run_queued_tasks(remote);
+  }
+  std::size_t run_queued_tasks(bool remote);
   void start_queued();
   std::size_t run_completions();
-  std::size_t run_timers();  // those due at turn_time_
-  bool has_immediate_work() const noexcept;
+  std::size_t run_timers();  // those due at turn_time()
+  bool has_immediate_work() const noexcept {
+    return !completed_.empty() || !to_start_.empty() ||
+           has_tasks_.load(std::memory_order_acquire) || !local_tasks_.empty() ||
+           stop_.load(std::memory_order_relaxed);
+  }
   std::chrono::nanoseconds next_timeout(std::chrono::nanoseconds limit) const noexcept;
   void abort_all();
   // shutdown(): the owners of descriptors close them, each with its handlers.
@@ -197,7 +212,7 @@ class LoopCore {
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
   std::atomic<int> thread_tid_{0};
-  // When the current turn's wait returned; only the loop thread reads it (EventLoop::now()).
+  // turn_time(), or zero until it is first asked for in the turn; loop thread only.
   std::chrono::steady_clock::time_point turn_time_{};
   // The loop's own descriptors, closed after the backend that watches them.
   FileDescriptor wake_fd_;

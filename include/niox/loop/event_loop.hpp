@@ -278,10 +278,11 @@ class EventLoop final : public Executor {
   void shutdown();
   // Whether the calling thread is the one the loop runs on (bound by run()/run_once()).
   bool in_event_loop() const noexcept override;
-  // On the loop thread: the time the current turn's wait returned, read once per turn, as
-  // nginx keeps its clock (a handler that stamps every connection reads no clock; the stamp is
-  // early by the time the turn has run so far). Timers fire against the same reading, so one
-  // never fires before now() + delay. Elsewhere, or before a first turn: the clock itself.
+  // On the loop thread: the clock as first read after the turn's wait (by the timers, or by a
+  // first now()), kept for the rest of the turn, as nginx keeps its clock: a handler that
+  // stamps every connection reads no clock, and the stamp is early by at most the time the
+  // turn has run. Timers fire against the same reading, so one never fires before now() +
+  // delay. Elsewhere: the clock itself.
   Clock::time_point now() const noexcept override;
 
   // Thread-safe. Runs `task` on the loop thread in a later turn, in the order submitted. Wakes
