@@ -4,7 +4,8 @@
 // -----------
 //
 //        +--------------------------------------------------------------------+
-//        |  1. run tasks        execute() queue, swapped out under a mutex     |
+//        |  1. run tasks        the loop's own execute()s (no lock), then the  |
+//        |                      other threads' (swapped out under a mutex)     |
 //        |  2. start ops        ops queued since the last turn go to the       |
 //        |                      backend: SQEs prepared (io_uring) or tried at  |
 //        |                      once until EAGAIN (epoll)                      |
