@@ -100,6 +100,7 @@ IoUringBackend::IoUringBackend(LoopCore& core, io_uring& ring, unsigned setup_fl
       has_op_[op] = false;
     }
   }
+  if (ring_.features & IORING_FEAT_CQE_SKIP) cancel_sqe_flags_ = IOSQE_CQE_SKIP_SUCCESS;
   io_uring_register_ring_fd(&ring_);  // saves a descriptor lookup per enter; optional
   // The readiness fallback reads with plain syscalls: a ring would only sit there. A kernel
   // without buffer rings (before 5.19) refuses the registration; receives then bring pooled
@@ -330,6 +331,7 @@ void IoUringBackend::flush() {
     if (!sqe) break;
     io_uring_prep_cancel64(sqe, pending_cancels_.back(), 0);
     io_uring_sqe_set_data64(sqe, tag_ignore);
+    sqe->flags |= cancel_sqe_flags_;
     pending_cancels_.pop_back();
   }
   for (unsigned w = 1; w < 3; ++w) {
@@ -531,6 +533,7 @@ void IoUringBackend::submit_cancel(std::uint64_t target) {
   }
   io_uring_prep_cancel64(sqe, target, 0);
   io_uring_sqe_set_data64(sqe, tag_ignore);
+  sqe->flags |= cancel_sqe_flags_;
 }
 
 void IoUringBackend::zero_copy_fallback(Operation& op, std::string_view why) {

@@ -99,6 +99,8 @@ class IoUringBackend final : public Backend {
       recv_ring_;                     // receive()'s buffers; unregistered before the ring exits
   bool multishot_ = false;            // Options::multishot_receive
   unsigned ring_per_connection_ = 1;  // Options::receive_ring_per_connection, clamped
+  // A cancel that finds its operation posts no CQE of its own (5.17+): the operation's says it.
+  unsigned cancel_sqe_flags_ = 0;
 };
 
 }  // namespace niox::detail
