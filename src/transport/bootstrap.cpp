@@ -39,7 +39,7 @@ namespace {
 class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
  public:
   ServerBootstrapAcceptor(ChannelOptions options, std::shared_ptr<ChannelHandler> child_handler)
-      : options_(std::move(options)), child_handler_(std::move(child_handler)) {}
+      : setup_(std::make_shared<const ChildSetup>(std::move(options), std::move(child_handler))) {}
 
   void channel_read(ChannelHandlerContext& ctx, Message msg) override {
     auto* p = msg.get_if<std::shared_ptr<LoopSocketChannel>>();
@@ -52,11 +52,11 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
     // loop: handing it over through execute() would cost a queued task per connection and
     // leave it unreadable until the next turn.
     if (child->event_loop().in_event_loop()) {
-      set_up(child, options_, child_handler_);
+      setup_->apply(child);
       return;
     }
-    child->event_loop().execute(
-        [child, options = options_, handler = child_handler_] { set_up(child, options, handler); });
+    // The task holds the set-up, not a copy of it: the options are some 400 bytes.
+    child->event_loop().execute([child, setup = setup_] { setup->apply(child); });
   }
 
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override {
@@ -66,29 +66,42 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
   }
 
  private:
-  static void set_up(const std::shared_ptr<LoopSocketChannel>& child, const ChannelOptions& options,
-                     const std::shared_ptr<ChannelHandler>& handler) {
-    try {
-      child->apply_options(options);
-      if (typeid(*handler) == typeid(ChannelInitializer)) {
-        // What adding it would do, without a context made and unlinked per connection.
-        detail::initialize(static_cast<const ChannelInitializer&>(*handler), *child);
-      } else {
-        child->pipeline().add_last(handler);
-      }
-    } catch (...) {
-      log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
-          detail::describe(std::current_exception()));
-      child->close();
-      return;
-    }
-    if (child->is_open()) {
-      child->start_accepted();
-    }
-  }
+  // What every accepted channel gets; fixed when the server channel is made.
+  struct ChildSetup {
+    ChildSetup(ChannelOptions o, std::shared_ptr<ChannelHandler> h)
+        : options(std::move(o)),
+          handler(std::move(h)),
+          // A plain ChannelInitializer is never added: each channel gets its function straight
+          // away, which is all adding and removing it would do.
+          initializer(handler && typeid(*handler) == typeid(ChannelInitializer)
+                          ? static_cast<const ChannelInitializer*>(handler.get())
+                          : nullptr) {}
 
-  ChannelOptions options_;
-  std::shared_ptr<ChannelHandler> child_handler_;
+    void apply(const std::shared_ptr<LoopSocketChannel>& child) const {
+      try {
+        child->apply_options(options);
+        if (initializer != nullptr) {
+          detail::initialize(*initializer, *child);
+        } else {
+          child->pipeline().add_last(handler);
+        }
+      } catch (...) {
+        log(LogLevel::warn, "channel {}: setting up an accepted channel failed: {}", child->id(),
+            detail::describe(std::current_exception()));
+        child->close();
+        return;
+      }
+      if (child->is_open()) {
+        child->start_accepted();
+      }
+    }
+
+    ChannelOptions options;
+    std::shared_ptr<ChannelHandler> handler;
+    const ChannelInitializer* initializer;  // handler's, when it is a plain ChannelInitializer
+  };
+
+  std::shared_ptr<const ChildSetup> setup_;
 };
 
 }  // namespace
