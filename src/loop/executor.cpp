@@ -20,8 +20,7 @@ std::shared_ptr<ScheduledState> new_scheduled_state() {
 
 bool ExecutorLink::execute(Runnable& task) {
   // On the executor's own bound thread it cannot retire meanwhile: no lock.
-  int t = thread_.load(std::memory_order_acquire);
-  if (t > 0 && t == current_thread_id()) {
+  if (is_bound_thread(thread_.load(std::memory_order_acquire))) {
     target_->execute(std::move(task));
     return true;
   }

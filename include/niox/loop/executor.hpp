@@ -164,7 +164,7 @@ class ExecutorLink {
     if (t == ask) {
       return ask_executor();
     }
-    return t == any_thread || (t > 0 && t == current_thread_id());
+    return t == any_thread || is_bound_thread(t);
   }
   bool alive() const noexcept { return alive_.load(std::memory_order_acquire); }
   // An EventLoop that no thread has run yet: its owner is still setting it up.
@@ -174,6 +174,10 @@ class ExecutorLink {
 
  private:
   friend class niox::Executor;
+  // The calling thread is the one bound_to (the executor's, bound by bind_thread()).
+  static bool is_bound_thread(int bound_to) noexcept {
+    return bound_to > 0 && bound_to == current_thread_id();
+  }
   bool ask_executor() const noexcept;
   mutable std::mutex mutex_;
   Executor* target_;

@@ -40,12 +40,12 @@
 namespace niox {
 
 namespace detail {
-// Allocated from the per-thread block cache (CachedObjectAllocator): no malloc per write once
-// warm.
 // A listener: move-only; captures of up to 48 bytes (a shared_ptr, a promise and a pointer)
 // are stored in the state itself, so adding one allocates nothing.
 using PromiseListener = UniqueFunction<void(const std::error_code&), 48, 8>;
 
+// Allocated from the per-thread block cache (CachedObjectAllocator): no malloc per write once
+// warm.
 struct PromiseState {
   using Listener = PromiseListener;
   explicit PromiseState(std::shared_ptr<ExecutorLink> l) noexcept : link(std::move(l)) {}
