@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -49,8 +50,8 @@ struct FreeList {
   struct Node {
     Node* next;
   };
-  Node* head = nullptr;
-  std::size_t count = 0;
+  Node* head;
+  std::uint32_t count;
 
   void* pop(unsigned cls) noexcept {
     Node* n = head;
@@ -75,35 +76,46 @@ struct FreeList {
   }
 };
 
-// 0: not yet created on this thread, 1: alive, 2: destroyed (thread exit).
+constexpr auto class_limits = [] {
+  std::array<std::uint32_t, block_class_count> limits{};
+  for (unsigned cls = 0; cls < block_class_count; ++cls) {
+    limits[cls] = static_cast<std::uint32_t>(class_limit(cls));
+  }
+  return limits;
+}();
+
+// The lists are plain, constant-initialised thread_locals: the hot path reads them with no
+// initialisation guard and no call. What needs a destructor (giving the blocks back to malloc
+// at thread exit) is a separate object, made on the thread's first use of the cache.
+thread_local constinit std::array<FreeList, block_class_count> lists{};
+// 0: not yet used on this thread, 1: alive, 2: released (the thread is exiting).
 thread_local constinit int cache_state = 0;
 
-struct BlockCache {
-  std::array<FreeList, block_class_count> blocks;
-  BlockCache() noexcept { cache_state = 1; }
-  ~BlockCache() {
+struct ThreadExit {
+  ThreadExit() noexcept { cache_state = 1; }
+  ~ThreadExit() {
     cache_state = 2;
     for (unsigned cls = 0; cls < block_class_count; ++cls) {
-      blocks[cls].release(cls);
+      lists[cls].release(cls);
     }
   }
 };
 
-BlockCache* block_cache() noexcept {
+// Whether this thread may cache: registers the release at thread exit on first use.
+[[gnu::noinline]] bool start_cache() noexcept {
   if (cache_state == 2) {
-    return nullptr;  // the thread is exiting: plain malloc/free from here on
+    return false;  // the thread is exiting: plain malloc/free from here on
   }
-  thread_local BlockCache cache;
-  return &cache;
+  thread_local ThreadExit at_exit;
+  return cache_state == 1;
 }
+
+bool cache_alive() noexcept { return cache_state == 1 || start_cache(); }
 
 }  // namespace
 
 void* take_cached_block(unsigned cls) noexcept {
-  if (auto* c = block_cache()) {
-    return c->blocks[cls].pop(cls);
-  }
-  return nullptr;
+  return cache_state == 1 ? lists[cls].pop(cls) : nullptr;
 }
 
 void* take_block(unsigned cls) {
@@ -118,17 +130,15 @@ void* take_block(unsigned cls) {
 }
 
 void give_block(unsigned cls, void* p) noexcept {
-  auto* c = block_cache();
-  if (c != nullptr && c->blocks[cls].count < class_limit(cls)) {
-    c->blocks[cls].push(cls, p);
+  if (cache_alive() && lists[cls].count < class_limits[cls]) {
+    lists[cls].push(cls, p);
   } else {
     std::free(p);
   }
 }
 
 std::size_t cached_block_count(unsigned cls) noexcept {
-  auto* c = block_cache();
-  return c != nullptr ? c->blocks[cls].count : 0;
+  return cache_state == 1 ? lists[cls].count : 0;
 }
 
 }  // namespace niox::detail
