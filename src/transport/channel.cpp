@@ -259,7 +259,7 @@ void Channel::on_unhandled_user_event(std::any) {}
 
 // ---- Unsafe operations (from the head) ----------------------------------------------------
 
-void Channel::unsafe_write(Message msg, ChannelPromise promise) {
+void Channel::unsafe_write(Message&& msg, ChannelPromise&& promise) {
   if (closed_) {
     promise.try_failure(transport::Errc::channel_closed);
     return;

@@ -275,7 +275,7 @@ void ChannelHandlerContext::invoke_channel_active() {
 void ChannelHandlerContext::invoke_channel_inactive() {
   NIOX_INVOKE_INBOUND(handler_->channel_inactive(*this))
 }
-void ChannelHandlerContext::invoke_channel_read(Message msg) {
+void ChannelHandlerContext::invoke_channel_read(Message&& msg) {
   NIOX_INVOKE_INBOUND(handler_->channel_read(*this, std::move(msg)))
 }
 void ChannelHandlerContext::invoke_channel_read_complete() {
@@ -305,7 +305,7 @@ void ChannelHandlerContext::invoke_exception_caught(std::exception_ptr cause) {
   }
 }
 
-void ChannelHandlerContext::invoke_write(Message msg, ChannelPromise promise) {
+void ChannelHandlerContext::invoke_write(Message&& msg, ChannelPromise&& promise) {
   ChannelPipeline::Frame frame(*pipeline_);
   try {
     handler_->write(*this, std::move(msg), promise);

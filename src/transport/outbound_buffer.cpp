@@ -28,11 +28,12 @@ void OutboundBuffer::EntryQueue::grow() {
   head_ = 0;
 }
 
-void OutboundBuffer::EntryQueue::push_back(Entry&& e) {
+void OutboundBuffer::EntryQueue::emplace_back(Message&& msg, ChannelPromise&& promise,
+                                              std::size_t size) {
   if (size_ == capacity_) grow();
   std::size_t at = head_ + size_;
   if (at >= capacity_) at -= capacity_;
-  ::new (static_cast<void*>(slots_ + at)) Entry(std::move(e));
+  ::new (static_cast<void*>(slots_ + at)) Entry{std::move(msg), std::move(promise), size};
   ++size_;
 }
 
@@ -50,13 +51,13 @@ void OutboundBuffer::EntryQueue::pop_front() noexcept {
   }
 }
 
-bool OutboundBuffer::add_message(Message msg, ChannelPromise promise) {
+bool OutboundBuffer::add_message(Message&& msg, ChannelPromise promise) {
   std::size_t size = msg.readable_bytes();
   if (size > hard_limit_ || pending_bytes_ > hard_limit_ - size) {
     promise.try_failure(transport::Errc::outbound_buffer_full);
     return false;
   }
-  entries_.push_back(Entry{std::move(msg), std::move(promise), size});
+  entries_.emplace_back(std::move(msg), std::move(promise), size);
   pending_bytes_ += size;
   if (writable_ && pending_bytes_ > mark_.high) {
     writable_ = false;

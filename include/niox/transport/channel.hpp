@@ -285,7 +285,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   friend void detail::run_on_loop_and_wait(Channel&, const std::function<void()>&);
   friend bool detail::must_hop(const Channel&) noexcept;
 
-  void unsafe_write(Message msg, ChannelPromise promise);
+  void unsafe_write(Message&& msg, ChannelPromise&& promise);
   void unsafe_flush();
   void unsafe_read();
   void unsafe_close(ChannelPromise promise);

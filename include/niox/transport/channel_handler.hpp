@@ -136,12 +136,14 @@ class ChannelHandlerContext {
   // Run this context's handler for an event, catching what it throws.
   void invoke_channel_active();
   void invoke_channel_inactive();
-  void invoke_channel_read(Message msg);
+  // The message is taken by reference and moved into the handler's parameter only there: one
+  // move per handler, not one per call on the way.
+  void invoke_channel_read(Message&& msg);
   void invoke_channel_read_complete();
   void invoke_user_event_triggered(std::any event);
   void invoke_channel_writability_changed();
   void invoke_exception_caught(std::exception_ptr cause);
-  void invoke_write(Message msg, ChannelPromise promise);
+  void invoke_write(Message&& msg, ChannelPromise&& promise);
   void invoke_flush();
   void invoke_read();
   void invoke_close(ChannelPromise promise);

@@ -94,8 +94,9 @@ class OutboundBuffer {
 
   // ---- Queueing -----------------------------------------------------------------------------
   // Queues `msg` unflushed. Returns false, failing `promise` with Errc::outbound_buffer_full and
-  // dropping msg, when its bytes would take total_pending_bytes() above the hard limit.
-  bool add_message(Message msg, ChannelPromise promise);
+  // dropping msg, when its bytes would take total_pending_bytes() above the hard limit. `msg` is
+  // moved from only when queued.
+  bool add_message(Message&& msg, ChannelPromise promise);
   // Marks every queued entry flushed.
   void add_flush() noexcept { flushed_ = static_cast<std::uint32_t>(entries_.size()); }
 
@@ -178,7 +179,7 @@ class OutboundBuffer {
 
   // A ring of entries. Its storage comes from the thread's block cache and goes back there
   // when the ring empties: a steady stream of writes costs no malloc, an idle connection no
-  // memory. References are stable until the next push_back.
+  // memory. References are stable until the next emplace_back.
   class EntryQueue {
    public:
     EntryQueue() noexcept = default;
@@ -196,7 +197,8 @@ class OutboundBuffer {
       std::size_t at = head_ + i;
       return slots_[at < capacity_ ? at : at - capacity_];
     }
-    void push_back(Entry&& e);
+    // Makes the entry in its slot: the message is moved once, from the caller.
+    void emplace_back(Message&& msg, ChannelPromise&& promise, std::size_t size);
     // Drops the front entry (moved from by the caller, or not).
     void pop_front() noexcept;
 
@@ -209,7 +211,7 @@ class OutboundBuffer {
       std::swap(size_, other.size_);
     }
     // Raw room for capacity_ entries, of which the size_ from head_ on (wrapping) exist: a slot
-    // is made by push_back and unmade by pop_front, never default-made.
+    // is made by emplace_back and unmade by pop_front, never default-made.
     Entry* slots_ = nullptr;
     // 32-bit counts: every connection has a queue, and 2^32 entries cannot fit in memory.
     std::uint32_t capacity_ = 0;
