@@ -12,7 +12,7 @@ namespace niox::detail {
 std::unique_ptr<BufferRing> BufferRing::create(io_uring& ring, std::uint16_t group,
                                                unsigned entries, std::size_t buffer_size,
                                                std::error_code& ec) {
-  auto state = std::make_shared<State>();
+  auto state = std::make_unique<State>();
   state->entries = entries;
   state->buffer_size = buffer_size;
   state->ring_bytes = entries * sizeof(io_uring_buf);
@@ -47,9 +47,18 @@ std::unique_ptr<BufferRing> BufferRing::create(io_uring& ring, std::uint16_t gro
 }
 
 BufferRing::~BufferRing() {
-  std::lock_guard g(state_->lock);
-  io_uring_unregister_buf_ring(&uring_, group_);
-  state_->registered = false;
+  bool last;
+  {
+    std::lock_guard g(state_->lock);
+    io_uring_unregister_buf_ring(&uring_, group_);
+    state_->registered = false;
+    // Out: taken and not yet released (a released one is back in the ring or in `returned`).
+    state_->outstanding =
+        state_->entries - state_->available - static_cast<unsigned>(state_->returned.size());
+    state_->orphaned.store(true, std::memory_order_relaxed);
+    last = state_->outstanding == 0;
+  }
+  if (last) delete state_;
 }
 
 BufferRing::State::~State() {
@@ -71,15 +80,22 @@ void BufferRing::State::add(unsigned id) noexcept {
 }
 
 void BufferRing::State::release(unsigned id) noexcept {
-  if (std::this_thread::get_id() == owner.load(std::memory_order_relaxed)) {
+  if (std::this_thread::get_id() == owner.load(std::memory_order_relaxed) &&
+      !orphaned.load(std::memory_order_relaxed)) {
     add(id);
     return;
   }
-  std::lock_guard g(lock);
-  if (registered) {
-    returned.push_back(static_cast<std::uint16_t>(id));  // reserved: no throw
-    has_returns.store(true, std::memory_order_relaxed);
+  bool last = false;
+  {
+    std::lock_guard g(lock);
+    if (!orphaned.load(std::memory_order_relaxed)) {
+      returned.push_back(static_cast<std::uint16_t>(id));  // reserved: no throw
+      has_returns.store(true, std::memory_order_relaxed);
+      return;
+    }
+    last = --outstanding == 0;
   }
+  if (last) delete this;
 }
 
 void BufferRing::drain_returns() noexcept {

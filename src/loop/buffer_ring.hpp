@@ -9,9 +9,11 @@
 // and names it in the CQE; take() wraps it as a ByteBuffer. When the last view of that buffer
 // is released the id goes back to the ring: at once on the loop thread (the ring's only
 // producer, so no fence beyond io_uring_buf_ring_advance's release store), through a locked
-// list drained at the next turn from any other thread. The memory belongs to a shared State
-// that outlives the backend as long as one buffer is still out: after the loop is gone a
-// released buffer just frees its share.
+// list drained at the next turn from any other thread. The memory belongs to a State that
+// outlives the backend as long as one buffer is still out: the ring leaves it orphaned with
+// the count of buffers out, and the last of them to be released deletes it. A buffer's owner
+// (its Slot) points to the State without sharing it: taking and releasing a buffer touch no
+// reference count but the buffer's own.
 //
 // liburing 2.3 has io_uring_register_buf_ring but not io_uring_setup_buf_ring: the ring's
 // page-aligned memory is mapped here. Kernels before 5.19 refuse the registration; the backend
@@ -107,25 +109,30 @@ class BufferRing {
     };
     std::vector<Taker> taker;
     std::vector<Held> held;
+    // Set (under the lock) when the ring is gone: from then on the State belongs to the
+    // `outstanding` buffers still out, and the release of the last deletes it. Read without
+    // the lock only on the owner thread, which is the thread that destroys the ring.
+    std::atomic<bool> orphaned{false};
+    unsigned outstanding = 0;
     ~State();
     void add(unsigned id) noexcept;
     void release(unsigned id) noexcept;  // any thread
   };
   struct Slot {
-    Slot(std::shared_ptr<State> s, unsigned i) noexcept : state(std::move(s)), id(i) {}
+    Slot(State* s, unsigned i) noexcept : state(s), id(i) {}
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
     ~Slot() { state->release(id); }
-    std::shared_ptr<State> state;
+    State* state;
     unsigned id;
   };
 
-  BufferRing(io_uring& ring, std::uint16_t group, std::shared_ptr<State> state)
-      : uring_(ring), group_(group), state_(std::move(state)) {}
+  BufferRing(io_uring& ring, std::uint16_t group, std::unique_ptr<State> state)
+      : uring_(ring), group_(group), state_(state.release()) {}
 
   io_uring& uring_;
   std::uint16_t group_;
-  std::shared_ptr<State> state_;
+  State* state_;  // deleted by the ring, or by the last buffer out after it (see State)
 };
 
 }  // namespace niox::detail
