@@ -323,7 +323,7 @@ void Channel::unsafe_read() {
   do_read_begin();
 }
 
-void Channel::notify_read(ByteBuffer bytes) {
+void Channel::notify_read(ByteBuffer&& bytes) {
   read_pending_ = false;
   pipeline_.fire_channel_read(std::move(bytes));
 }

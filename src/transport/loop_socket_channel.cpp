@@ -238,7 +238,7 @@ void LoopSocketChannel::start_read() {
   const std::size_t size = recv_.guess();
   recv_.attempted_bytes_read(size);
   reading_ = true;
-  auto on_read = [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf) {
+  auto on_read = [s = self()](std::error_code ec, std::size_t n, ByteBuffer&& buf) {
     s->on_read(ec, n, std::move(buf));
   };
   // Once per read: the handler lives in the loop's operation, not in a heap block of its own.
@@ -253,7 +253,7 @@ void LoopSocketChannel::start_multishot() {
   // which on a bulk stream is all that waits, up to the allocator's largest guess.
   event_loop().receive_multishot(
       fd_.get(), recv_.maximum(),
-      [s = self()](std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end) {
+      [s = self()](std::error_code ec, std::size_t n, ByteBuffer&& buf, bool batch_end) {
         return s->on_multishot(ec, n, std::move(buf), batch_end);
       });
 }
@@ -287,7 +287,7 @@ LoopSocketChannel::Parked& LoopSocketChannel::parked() {
 // One arrival: channel_read, and channel_read_complete when it is the last the loop hands over
 // this turn (the batch a read loop until EAGAIN would have made) or reading pauses after it.
 // False when the channel closed meanwhile.
-bool LoopSocketChannel::deliver_one(ByteBuffer buf, bool batch_end) {
+bool LoopSocketChannel::deliver_one(ByteBuffer&& buf, bool batch_end) {
   in_read_handler_ = true;
   if (!batch_open_) {
     batch_open_ = true;
@@ -307,7 +307,7 @@ void LoopSocketChannel::deliver_end(std::error_code ec) {
   in_read_handler_ = false;
 }
 
-bool LoopSocketChannel::on_multishot(std::error_code ec, std::size_t n, ByteBuffer buf,
+bool LoopSocketChannel::on_multishot(std::error_code ec, std::size_t n, ByteBuffer&& buf,
                                      bool batch_end) {
   const bool last = ec || n == 0;
   if (last) reading_ = false;
@@ -354,7 +354,7 @@ void LoopSocketChannel::end_read_batch() {
   notify_read_complete();
 }
 
-void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer buf) {
+void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer&& buf) {
   reading_ = false;
   if (!fd_.valid()) {
     return;  // closed: the abort of the read we had in the kernel
@@ -402,7 +402,7 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer bu
   }
 }
 
-bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf) {
+bool LoopSocketChannel::handle_read_result(std::error_code ec, std::size_t n, ByteBuffer&& buf) {
   // The flag first: comparing an error_code with an errc calls its category, on every read.
   if (kernel_tls_rx_ && ec == std::errc::io_error && fd_.valid()) {
     return read_kernel_tls_record();

@@ -253,7 +253,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // The connection is up: fires channel_active, then read() when auto_read is on.
   void notify_active();
   // Bytes arrived: fires channel_read (the buffer now belongs to the pipeline).
-  void notify_read(ByteBuffer bytes);
+  void notify_read(ByteBuffer&& bytes);
   // A read batch ended: fires channel_read_complete. Afterwards the transport keeps reading
   // only while should_keep_reading() — AUTO_READ off stops reading until read() is called,
   // which is how a handler pushes back on a fast peer.

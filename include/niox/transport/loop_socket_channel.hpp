@@ -209,17 +209,17 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   }
   void become_active();
   void start_read();
-  void on_read(std::error_code ec, std::size_t n, ByteBuffer buf);
+  void on_read(std::error_code ec, std::size_t n, ByteBuffer&& buf);
   // Fires one read's outcome; false when the batch must stop (EOF, error, closed).
-  bool handle_read_result(std::error_code ec, std::size_t n, ByteBuffer buf);
+  bool handle_read_result(std::error_code ec, std::size_t n, ByteBuffer&& buf);
   // kTLS receive: the record a read refused with EIO, read with its type and fired.
   bool read_kernel_tls_record();
   void end_read_batch();
   // The multishot read path (see the top of this file).
   void start_multishot();
   void resume_multishot();
-  bool on_multishot(std::error_code ec, std::size_t n, ByteBuffer buf, bool batch_end);
-  bool deliver_one(ByteBuffer buf, bool batch_end);
+  bool on_multishot(std::error_code ec, std::size_t n, ByteBuffer&& buf, bool batch_end);
+  bool deliver_one(ByteBuffer&& buf, bool batch_end);
   void deliver_end(std::error_code ec);
   void on_written(std::error_code ec, std::size_t n);
   void on_file_written(std::error_code ec, std::size_t n);
