@@ -37,7 +37,6 @@ std::unique_ptr<BufferRing> BufferRing::create(io_uring& ring, std::uint16_t gro
     ec = {-rc, std::generic_category()};
     return nullptr;
   }
-  state->registered = true;
   io_uring_buf_ring_init(state->ring);
   state->returned.reserve(entries);
   state->taker.resize(entries);
@@ -51,7 +50,6 @@ BufferRing::~BufferRing() {
   {
     std::lock_guard g(state_->lock);
     io_uring_unregister_buf_ring(&uring_, group_);
-    state_->registered = false;
     // Out: taken and not yet released (a released one is back in the ring or in `returned`).
     state_->outstanding =
         state_->entries - state_->available - static_cast<unsigned>(state_->returned.size());
@@ -71,7 +69,6 @@ void BufferRing::State::add(unsigned id) noexcept {
     if (Held& h = held[t.index]; h.generation == t.generation && h.count > 0) --h.count;
     t.index = no_taker;
   }
-  if (!registered) return;
   io_uring_buf_ring_add(ring, memory + std::size_t{id} * buffer_size,
                         static_cast<unsigned>(buffer_size), static_cast<unsigned short>(id),
                         io_uring_buf_ring_mask(entries), 0);

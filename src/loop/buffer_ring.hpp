@@ -86,10 +86,9 @@ class BufferRing {
     std::size_t buffer_size = 0;
     unsigned entries = 0;
     unsigned available = 0;
-    bool registered = false;
     // Read by releases on any thread; a thread only ever finds itself in it when it is the loop.
     std::atomic<std::thread::id> owner{};
-    std::mutex lock;  // returned and registered, for releases on other threads
+    std::mutex lock;  // returned, orphaned and outstanding, for releases on other threads
     std::vector<std::uint16_t> returned;
     // Whether `returned` may hold ids: set under the lock, read without it by the loop every
     // turn, so a turn with nothing released elsewhere (nearly all of them) takes no lock.
@@ -109,13 +108,14 @@ class BufferRing {
     };
     std::vector<Taker> taker;
     std::vector<Held> held;
-    // Set (under the lock) when the ring is gone: from then on the State belongs to the
-    // `outstanding` buffers still out, and the release of the last deletes it. Read without
-    // the lock only on the owner thread, which is the thread that destroys the ring.
+    // Set (under the lock) when the ring is gone and unregistered: from then on nothing is
+    // added back, the State belongs to the `outstanding` buffers still out, and the release of
+    // the last deletes it. Read without the lock only on the owner thread, which is the thread
+    // that destroys the ring.
     std::atomic<bool> orphaned{false};
     unsigned outstanding = 0;
     ~State();
-    void add(unsigned id) noexcept;
+    void add(unsigned id) noexcept;      // loop thread, while the ring lives (not orphaned)
     void release(unsigned id) noexcept;  // any thread
   };
   struct Slot {
