@@ -235,11 +235,20 @@ BootstrapFuture ServerBootstrap::bind_per_loop(const SocketAddress& local) const
     }
   });
 
-  auto fail = [listeners, all](const std::error_code& ec) mutable {
-    if (all.try_failure(ec)) {
-      for (const auto& l : listeners) {
-        l->close();
-      }
+  // A failed bind fails only once every listener is closed: whoever learns of the failure
+  // finds none of them open (a listener already bound on another loop closes there).
+  auto failing = std::make_shared<std::atomic<bool>>(false);
+  auto fail = [listeners, all, failing](const std::error_code& ec) {
+    if (failing->exchange(true)) {
+      return;
+    }
+    auto left = std::make_shared<std::atomic<std::size_t>>(listeners.size());
+    for (const auto& l : listeners) {
+      l->close().add_listener([left, all, ec](const std::error_code&) mutable {
+        if (left->fetch_sub(1) == 1) {
+          all.try_failure(ec);
+        }
+      });
     }
   };
   ChannelPromise first_bound = first->new_promise();

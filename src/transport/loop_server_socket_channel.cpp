@@ -49,7 +49,8 @@ void LoopServerSocketChannel::bind(const SocketAddress& local, const ChannelOpti
       ec = socket.listen(o.so_backlog.value_or(SOMAXCONN));
     }
     if (ec) {
-      promise.try_failure(ec);  // `fd` closes the socket, which no loop has seen
+      fd.reset();  // no loop has seen it; closed before anyone learns of the failure
+      promise.try_failure(ec);
       return;
     }
     fd_ = std::move(fd);

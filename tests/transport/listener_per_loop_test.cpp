@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -191,6 +193,32 @@ TEST_P(ListenerPerLoopTest, ShutdownLeavesNoListenerOpen) {
   EXPECT_FALSE(bound.channel()->is_open());
 }
 
+// Binds `server` with every worker loop held until the future has a listener of this test's
+// first: that listener runs as the bind fails, before whoever waits on the future can look, and
+// counts the descriptors open at that moment.
+struct FailedBind {
+  std::error_code error;
+  int fds_open = -1;
+};
+FailedBind bind_and_count_at_failure(TestServer& server, const SocketAddress& local) {
+  std::latch go(1);
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    server.workers().loop(i).execute([&go] { go.wait(); });
+  }
+  auto bound = server.bootstrap().bind(local);
+  auto counted = std::make_shared<std::promise<FailedBind>>();
+  auto result = counted->get_future();
+  bound.add_listener([counted](const std::error_code& ec) {
+    counted->set_value(FailedBind{ec, open_fd_count()});
+  });
+  go.count_down();
+  if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the bind never completed";
+    return {};
+  }
+  return result.get();
+}
+
 TEST_P(ListenerPerLoopTest, PortTakenFailsTheBindAndLeavesNothingOpen) {
   FileDescriptor taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
@@ -206,9 +234,33 @@ TEST_P(ListenerPerLoopTest, PortTakenFailsTheBindAndLeavesNothingOpen) {
       .option(channel_option::listener_per_loop, true)
       .child_handler(init([](Channel&) {}));
   const int before = open_fd_count();
-  auto bound = server.bootstrap().bind(InetSocketAddress::loopback_v4(ntohs(a.sin_port)));
-  EXPECT_EQ(await_for(bound), std::errc::address_in_use);
-  EXPECT_EQ(open_fd_count(), before);
+  FailedBind failed =
+      bind_and_count_at_failure(server, InetSocketAddress::loopback_v4(ntohs(a.sin_port)));
+  EXPECT_EQ(failed.error, std::errc::address_in_use);
+  EXPECT_EQ(failed.fds_open, before) << "the bind failed with its socket still open";
+}
+
+// The first listener binds, a later one fails: the bind fails only once the first (and every
+// other) listener is closed, so that nobody who sees the failure finds a listener still open.
+TEST_P(ListenerPerLoopTest, ALaterListenerFailingClosesTheOthersBeforeTheBindFails) {
+  class FailsOnSecondPipeline : public ChannelHandler {
+   public:
+    void handler_added(ChannelHandlerContext&) override {
+      if (added_.fetch_add(1) == 1) throw std::runtime_error("second listener refused");
+    }
+
+   private:
+    std::atomic<int> added_{0};
+  };
+  TestServer server(options(), kWorkers);
+  server.bootstrap()
+      .option(channel_option::listener_per_loop, true)
+      .handler(std::make_shared<FailsOnSecondPipeline>())
+      .child_handler(init([](Channel&) {}));
+  const int before = open_fd_count();
+  FailedBind failed = bind_and_count_at_failure(server, InetSocketAddress::loopback_v4(0));
+  EXPECT_EQ(failed.error, transport::Errc::handler_failed);
+  EXPECT_EQ(failed.fds_open, before) << "the bind failed with a listener still open";
 }
 
 TEST_P(ListenerPerLoopTest, UnixDomainAddressIsRefused) {
