@@ -1,6 +1,6 @@
 // The close rows of docs/reliability.md end to end, on every backend: a graceful close with 64 MiB
 // queued, a peer reset under pending writes, half-closure with bulk data, a group shut down
-// under channels that wait on no operation.
+// under channels that wait on no operation, a channel closed under a write in the kernel.
 #include <niox/transport/bootstrap.hpp>
 #include <niox/transport/transport_error.hpp>
 
@@ -270,6 +270,60 @@ TEST_P(CloseTest, GroupShutdownClosesChannelsThatWaitOnNoOperation) {
   pausing.reset();
   half_closing.reset();
   EXPECT_THROW(PeerSocket{*idle_listener}, std::system_error);  // refused: the listener is closed
+}
+
+// A channel closed while its write waits in the kernel for a peer that never reads, with no
+// reference to it left but its own: the write's completion (aborted) still finds it, and it is
+// freed after that, not kept for ever. Under ASan a use after free would show here.
+TEST_P(CloseTest, AChannelClosedUnderAWriteInTheKernelLivesUntilItsCompletionThenGoes) {
+  struct State {
+    std::mutex mutex;
+    std::weak_ptr<Channel> channel;
+    std::promise<std::error_code> write_done;
+    std::promise<void> stuck;
+  };
+  auto st = std::make_shared<State>();
+  auto h = std::make_shared<LambdaHandler>();
+  h->on_active = [st](ChannelHandlerContext& ctx) {
+    {
+      std::lock_guard lock(st->mutex);
+      st->channel = ctx.channel().weak_from_this();
+    }
+    // Far more than the socket buffers take: most of it stays queued behind a write that waits.
+    auto data = std::make_shared<std::vector<std::byte>>(8 << 20, std::byte{0x5a});
+    ctx.write_and_flush(ByteBuffer::wrap(std::span<const std::byte>(*data)))
+        .add_listener([st, data](const std::error_code& ec) { st->write_done.set_value(ec); });
+    static_cast<LoopSocketChannel&>(ctx.channel())
+        .event_loop()
+        .schedule(std::chrono::milliseconds(50), [st] { st->stuck.set_value(); });
+  };
+  TestServer server(options(), 1);
+  server.bootstrap()
+      .child_option(channel_option::so_sndbuf, 16 * 1024)
+      .child_handler(init([h](Channel& ch) { ch.pipeline().add_last(h); }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  PeerSocket peer(addr);  // never reads
+  auto stuck = st->stuck.get_future();
+  wait_for(stuck);
+  std::shared_ptr<Channel> ch;
+  {
+    std::lock_guard lock(st->mutex);
+    ch = st->channel.lock();
+  }
+  ASSERT_NE(ch, nullptr);
+  EXPECT_FALSE(await_for(ch->close()));
+  ch.reset();  // from here only the channel (and its write) can keep it alive
+  auto done = st->write_done.get_future();
+  EXPECT_EQ(wait_for(done), transport::Errc::channel_closed);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    {
+      std::lock_guard lock(st->mutex);
+      if (st->channel.expired()) break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the closed channel is never freed";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 NIOX_INSTANTIATE_BACKENDS(CloseTest);
