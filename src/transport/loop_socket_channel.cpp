@@ -100,7 +100,6 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
     : AbstractLoopSocketChannel(loop, std::move(fd), family),
-      multishot_(loop.has_multishot_receive()),
       sends_now_(loop.backend() == BackendKind::epoll),
       recv_(recv_allocator().new_handle()) {}
 
@@ -398,6 +397,9 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer&& 
     return;
   }
   if (should_keep_reading()) {
+    // The first read was a single receive (see the class comment); from the second on, the
+    // multishot where the loop has one.
+    multishot_ = event_loop().has_multishot_receive();
     do_read_begin();
   }
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -106,6 +107,68 @@ TEST_P(MultishotReadTest, ReadOnDemandGetsTheWholeStream) {
   std::lock_guard g(st->mu);
   ASSERT_EQ(st->bytes.size(), data.size());
   EXPECT_TRUE(st->bytes == data) << "bytes reordered or corrupted";
+}
+
+LoopCounters counters_of(EventLoop& loop) {
+  auto p = std::make_shared<std::promise<LoopCounters>>();
+  auto f = p->get_future();
+  loop.execute([p, &loop] { p->set_value(loop.counters()); });
+  return wait_for(f);
+}
+
+// A connection that reads one request, answers and closes (HTTP with `Connection: close`)
+// reads it with one single receive: no multishot is armed, so none has to be cancelled before
+// its descriptor can close. Before, each such connection armed one and stopped it again.
+TEST_P(MultishotReadTest, AConnectionThatReadsOnceAndClosesArmsNoMultishot) {
+  constexpr int kConnections = 8;
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([](Channel& ch) {
+    auto h = std::make_shared<LambdaHandler>();
+    h->on_read = [](ChannelHandlerContext& ctx, Message m) {
+      Channel& c = ctx.channel();
+      c.config().set_auto_read(false);
+      ctx.write(std::move(m));
+      c.close_after_flush(ChannelPromise());
+    };
+    ch.pipeline().add_last(h);
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  EventLoop& loop = server.workers().loop(0);
+  const LoopCounters before = counters_of(loop);
+  for (int i = 0; i < kConnections; ++i) {
+    PeerSocket client(addr);
+    const auto request = pseudo_random_bytes(300, static_cast<std::uint64_t>(i));
+    client.send_all(request);
+    ASSERT_EQ(client.recv_exact(request.size()), request) << "connection " << i;
+    EXPECT_TRUE(client.recv_to_eof().empty()) << "connection " << i;
+  }
+  const LoopCounters after = counters_of(loop);
+  EXPECT_EQ(after.multishot_arms - before.multishot_arms, 0u) << fmt::format("{}", after);
+  if (loop.has_multishot_receive()) {
+    // The single receive still took its buffer from the ring.
+    EXPECT_GE(after.ring_receives - before.ring_receives, std::uint64_t{kConnections});
+  }
+  server.stop();
+}
+
+// A connection that goes on reading after its first read arms its multishot then, once.
+TEST_P(MultishotReadTest, AConnectionThatKeepsReadingArmsItsMultishotAfterTheFirstRead) {
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(std::make_shared<EchoHandler>());
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  EventLoop& loop = server.workers().loop(0);
+  const LoopCounters before = counters_of(loop);
+  PeerSocket client(addr);
+  for (std::uint64_t i = 0; i < 6; ++i) {
+    const auto message = pseudo_random_bytes(100, i);
+    client.send_all(message);
+    ASSERT_EQ(client.recv_exact(message.size()), message) << "message " << i;
+  }
+  const LoopCounters after = counters_of(loop);
+  EXPECT_EQ(after.multishot_arms - before.multishot_arms, loop.has_multishot_receive() ? 1u : 0u)
+      << fmt::format("{}", after);
+  client.close();
+  server.stop();
 }
 
 NIOX_INSTANTIATE_BACKENDS(MultishotReadTest);

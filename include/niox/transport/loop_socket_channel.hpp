@@ -15,10 +15,13 @@
 // pushed back.
 //
 // Where the loop has a multishot receive (io_uring with a buffer ring,
-// EventLoop::has_multishot_receive()), an active channel that wants to read keeps one
-// receive_multishot armed instead, with the allocator's largest guess as max_bytes: each
-// arrival is one ring buffer (its capacity the ring's buffer size), or on a bulk stream all
-// that waited, up to max_bytes, in a pooled buffer; fired as channel_read. channel_read_complete
+// EventLoop::has_multishot_receive()), an active channel that wants to read on after its first
+// read keeps one receive_multishot armed instead, with the allocator's largest guess as
+// max_bytes. (The first read is one receive of a ring buffer: a connection that reads once and
+// closes, as an HTTP request with `Connection: close` does, never arms a multishot, which the
+// loop would have to cancel before the descriptor could close.) Each arrival is one ring
+// buffer (its capacity the ring's buffer size), or on a bulk stream all that waited, up to
+// max_bytes, in a pooled buffer; fired as channel_read. channel_read_complete
 // follows the last arrival the loop hands over in a turn, and nothing is read ahead of them.
 // When reading pauses (AUTO_READ off, or a read() answered) the multishot is
 // stopped; bytes the kernel handed over before it stopped are parked on the channel, in order,
@@ -241,7 +244,7 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
-  bool multishot_ = false;           // reads with receive_multishot (fixed per loop)
+  bool multishot_ = false;           // reads with receive_multishot (from the second read on)
   bool sends_now_ = false;           // flush sends at once (epoll; fixed per loop), see do_write
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
   bool writing_ = false;             // a write or transfer is in the kernel
