@@ -398,8 +398,9 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer&& 
   }
   if (should_keep_reading()) {
     // The first read was a single receive (see the class comment); from the second on, the
-    // multishot where the loop has one.
-    multishot_ = event_loop().has_multishot_receive();
+    // multishot where the loop has one. Not once the kernel decrypts: a client's handshake can
+    // end in its first read, and kernel TLS reads stay single, as on epoll.
+    multishot_ = !kernel_tls_rx_ && event_loop().has_multishot_receive();
     do_read_begin();
   }
 }

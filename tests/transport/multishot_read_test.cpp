@@ -3,6 +3,7 @@
 // already handed over are parked and fired first on resume. Whatever the backend, the pipeline
 // sees the peer's stream whole and in order.
 #include <niox/transport/bootstrap.hpp>
+#include <niox/transport/loop_socket_channel.hpp>
 
 #include "../support/transport_sockets.hpp"
 
@@ -167,6 +168,30 @@ TEST_P(MultishotReadTest, AConnectionThatKeepsReadingArmsItsMultishotAfterTheFir
   const LoopCounters after = counters_of(loop);
   EXPECT_EQ(after.multishot_arms - before.multishot_arms, loop.has_multishot_receive() ? 1u : 0u)
       << fmt::format("{}", after);
+  client.close();
+  server.stop();
+}
+
+// Once the kernel decrypts what a channel reads (kernel TLS, which a client's handshake can
+// switch on in its first read), the channel reads with single receives, never a multishot: a
+// plain read of an alert record fails with EIO and is read again with its type.
+TEST_P(MultishotReadTest, AChannelWhoseKernelDecryptsNeverArmsAMultishot) {
+  TestServer server(options(), 1);
+  server.bootstrap().child_handler(init([](Channel& ch) {
+    detail::KernelTls::started_receive(static_cast<LoopSocketChannel&>(ch));
+    ch.pipeline().add_last(std::make_shared<EchoHandler>());
+  }));
+  SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
+  EventLoop& loop = server.workers().loop(0);
+  const LoopCounters before = counters_of(loop);
+  PeerSocket client(addr);
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    const auto message = pseudo_random_bytes(100, i);
+    client.send_all(message);
+    ASSERT_EQ(client.recv_exact(message.size()), message) << "message " << i;
+  }
+  const LoopCounters after = counters_of(loop);
+  EXPECT_EQ(after.multishot_arms - before.multishot_arms, 0u) << fmt::format("{}", after);
   client.close();
   server.stop();
 }

@@ -19,7 +19,8 @@
 // read keeps one receive_multishot armed instead, with the allocator's largest guess as
 // max_bytes. (The first read is one receive of a ring buffer: a connection that reads once and
 // closes, as an HTTP request with `Connection: close` does, never arms a multishot, which the
-// loop would have to cancel before the descriptor could close.) Each arrival is one ring
+// loop would have to cancel before the descriptor could close. A channel whose kernel decrypts,
+// kernel TLS switched on in that read, stays with single receives.) Each arrival is one ring
 // buffer (its capacity the ring's buffer size), or on a bulk stream all that waited, up to
 // max_bytes, in a pooled buffer; fired as channel_read. channel_read_complete
 // follows the last arrival the loop hands over in a turn, and nothing is read ahead of them.
