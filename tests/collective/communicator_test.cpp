@@ -37,11 +37,26 @@ namespace {
 using namespace std::chrono_literals;
 using niox::test::BackendVariant;
 
+// This test process's own loopback address, 127.P.Q.1 from its pid. ctest runs test processes
+// side by side, and two of them can be handed the same free port (each closes its probe before
+// its rank 0 binds): on one address the ranks of one test would join the other's rank 0.
+const std::string& test_host() {
+  static const std::string host = [] {
+    const auto pid = static_cast<unsigned>(::getpid());
+    return std::to_string(127) + "." + std::to_string((pid >> 8) & 0xffu) + "." +
+           std::to_string(pid & 0xffu) + ".1";
+  }();
+  return host;
+}
+
+in_addr_t test_host_address() { return ::inet_addr(test_host().c_str()); }
+
+// A port free on test_host() now.
 std::uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = test_host_address();
   socklen_t len = sizeof a;
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
@@ -49,14 +64,14 @@ std::uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-// A blocking connection to 127.0.0.1:port, retried every millisecond until something listens
+// A blocking connection to test_host():port, retried every millisecond until something listens
 // there or `stop` is set; -1 then.
 int connect_when_listening(std::uint16_t port, const std::atomic<bool>& stop) {
   while (!stop) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = test_host_address();
     a.sin_port = htons(port);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
     ::close(fd);
@@ -78,6 +93,7 @@ std::vector<std::exception_ptr> run_ranks(int n, const CommunicatorOptions& opti
         Rendezvous rz;
         rz.rank = r;
         rz.size = n;
+        rz.master_host = test_host();
         rz.master_port = port;
         Communicator comm(rz, options);
         body(comm);
@@ -506,6 +522,7 @@ TEST_P(CommunicatorFailureTest, GarbageOnALinkIsABadFrameNamingTheSender) {
       Rendezvous rz;
       rz.rank = 0;
       rz.size = 2;
+      rz.master_host = test_host();
       rz.master_port = port;
       Communicator comm(rz, options());
       std::vector<float> v(100, 1.0f);
@@ -596,6 +613,7 @@ TEST_P(CommunicatorFailureTest, TheRendezvousDropsASilentStrangerAndGoesOn) {
       Rendezvous rz;
       rz.rank = r;
       rz.size = 2;
+      rz.master_host = test_host();
       rz.master_port = port;
       Communicator comm(rz, o);
       comm.barrier();
@@ -623,6 +641,7 @@ TEST_P(CommunicatorFailureTest, TheRendezvousRefusesADuplicateRankOrAnotherWorld
           Rendezvous rz;
           rz.rank = r;
           rz.size = 2;
+          rz.master_host = test_host();
           rz.master_port = port;
           if (r == 1 && twist == 1) rz.size = 3;
           CommunicatorOptions o = options();
@@ -652,6 +671,7 @@ TEST_P(CommunicatorFailureTest, TheRendezvousTimesOutWhenARankNeverComes) {
   Rendezvous rz;
   rz.rank = 0;
   rz.size = 3;
+  rz.master_host = test_host();
   rz.master_port = free_port();
   try {
     Communicator comm(rz, o);
@@ -767,6 +787,7 @@ TEST_P(CommunicatorFailureTest, OperationsCoAwaitedOnTheCallersOwnLoop) {
         Rendezvous rz;
         rz.rank = r;
         rz.size = 3;
+        rz.master_host = test_host();
         rz.master_port = port;
         Communicator comm(rz, o);
         auto body = [](Communicator& c) -> Task<std::int64_t> {
@@ -843,13 +864,16 @@ class CollectiveProcessTest : public niox::test::BackendTest {
   std::string env() const {
     return "NIOX_BACKEND=" + std::string(to_string(GetParam().kind)) + " ";
   }
+  // The launcher, its rank 0 on this test process's own address (see test_host()).
+  static std::string launcher() {
+    return std::string(NIOX_COLLECTIVE_RUN_PROGRAM) + " --master-addr " + test_host() + " ";
+  }
 };
 
 TEST_P(CollectiveProcessTest, NioxCollectiveRunStartsEveryRank) {
   int status = -1;
-  std::string out = niox::test::run_command(env() + NIOX_COLLECTIVE_RUN_PROGRAM " -n 4 " +
-                                                NIOX_COLLECTIVE_TEST_RANK_PROGRAM " check 2>&1",
-                                            &status);
+  std::string out = niox::test::run_command(
+      env() + launcher() + "-n 4 " NIOX_COLLECTIVE_TEST_RANK_PROGRAM " check 2>&1", &status);
   EXPECT_EQ(status, 0) << out;
   for (int r = 0; r < 4; ++r)
     EXPECT_NE(out.find("rank " + std::to_string(r) + " ok"), std::string::npos) << out;
@@ -860,8 +884,8 @@ TEST_P(CollectiveProcessTest, ARankKilledMidAllReduceFailsTheOthersNamingIt) {
   // A timeout far above what failing takes: the others must learn of the death from the
   // links, and the launcher's grace is longer still, so that it never ends them itself.
   std::string out = niox::test::run_command(
-      env() + NIOX_COLLECTIVE_RUN_PROGRAM " --grace 120 -n 3 " NIOX_COLLECTIVE_TEST_RANK_PROGRAM
-                                          " die 1 30000 2>&1",
+      env() + launcher() +
+          "--grace 120 -n 3 " NIOX_COLLECTIVE_TEST_RANK_PROGRAM " die 1 30000 2>&1",
       &status);
   EXPECT_NE(status, 0) << out;
   EXPECT_NE(out.find("rank 1 was killed by signal 9"), std::string::npos) << out;
@@ -878,10 +902,8 @@ TEST_P(CollectiveProcessTest, ARankKilledMidAllReduceFailsTheOthersNamingIt) {
 TEST_P(CollectiveProcessTest, TheTrainingExampleAgreesAcrossRanksAndWithOneProcess) {
 #ifdef NIOX_COLLECTIVE_TRAIN_PROGRAM
   int status = -1;
-  std::string out =
-      niox::test::run_command(env() + NIOX_COLLECTIVE_RUN_PROGRAM
-                                  " -n 3 " NIOX_COLLECTIVE_TRAIN_PROGRAM " --epochs 30 2>&1",
-                              &status);
+  std::string out = niox::test::run_command(
+      env() + launcher() + "-n 3 " NIOX_COLLECTIVE_TRAIN_PROGRAM " --epochs 30 2>&1", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("identical bit for bit"), std::string::npos) << out;
 #else
@@ -895,8 +917,8 @@ TEST_P(CollectiveProcessTest, OpenMpisMpirunStartsTheRanks) {
   int status = -1;
   std::string out = niox::test::run_command(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env() +
-          "mpirun --oversubscribe -np 3 -x NIOX_BACKEND -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" +
-          port + " " NIOX_COLLECTIVE_TEST_RANK_PROGRAM " check 2>&1",
+          "mpirun --oversubscribe -np 3 -x NIOX_BACKEND -x MASTER_ADDR=" + test_host() +
+          " -x MASTER_PORT=" + port + " " NIOX_COLLECTIVE_TEST_RANK_PROGRAM " check 2>&1",
       &status);
   EXPECT_EQ(status, 0) << out;
   for (int r = 0; r < 3; ++r)
