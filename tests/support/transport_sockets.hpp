@@ -185,6 +185,15 @@ class PeerSocket {
   FileDescriptor fd_;
 };
 
+// The loop's counters read on its own thread, after one task has gone through it: the
+// completions of what it submitted before are reaped by then.
+inline LoopCounters counters_after_a_turn(EventLoop& loop) {
+  auto p = std::make_shared<std::promise<LoopCounters>>();
+  auto f = p->get_future();
+  loop.execute([p, &loop] { p->set_value(loop.counters()); });
+  return wait_for(f);
+}
+
 // A ServerBootstrap on its own boss and worker groups for one backend variant.
 class TestServer {
  public:

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <future>
 #include <mutex>
 #include <thread>
 
@@ -110,13 +109,6 @@ TEST_P(MultishotReadTest, ReadOnDemandGetsTheWholeStream) {
   EXPECT_TRUE(st->bytes == data) << "bytes reordered or corrupted";
 }
 
-LoopCounters counters_of(EventLoop& loop) {
-  auto p = std::make_shared<std::promise<LoopCounters>>();
-  auto f = p->get_future();
-  loop.execute([p, &loop] { p->set_value(loop.counters()); });
-  return wait_for(f);
-}
-
 // A connection that reads one request, answers and closes (HTTP with `Connection: close`)
 // reads it with one single receive: no multishot is armed, so none has to be cancelled before
 // its descriptor can close. Before, each such connection armed one and stopped it again.
@@ -135,7 +127,7 @@ TEST_P(MultishotReadTest, AConnectionThatReadsOnceAndClosesArmsNoMultishot) {
   }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoop& loop = server.workers().loop(0);
-  const LoopCounters before = counters_of(loop);
+  const LoopCounters before = counters_after_a_turn(loop);
   for (int i = 0; i < kConnections; ++i) {
     PeerSocket client(addr);
     const auto request = pseudo_random_bytes(300, static_cast<std::uint64_t>(i));
@@ -143,7 +135,7 @@ TEST_P(MultishotReadTest, AConnectionThatReadsOnceAndClosesArmsNoMultishot) {
     ASSERT_EQ(client.recv_exact(request.size()), request) << "connection " << i;
     EXPECT_TRUE(client.recv_to_eof().empty()) << "connection " << i;
   }
-  const LoopCounters after = counters_of(loop);
+  const LoopCounters after = counters_after_a_turn(loop);
   EXPECT_EQ(after.multishot_arms - before.multishot_arms, 0u) << fmt::format("{}", after);
   if (loop.has_multishot_receive()) {
     // The single receive still took its buffer from the ring.
@@ -162,14 +154,14 @@ std::uint64_t arms_while_echoing(const EventLoop::Options& options,
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoop& loop = server.workers().loop(0);
   has_multishot = loop.has_multishot_receive();
-  const LoopCounters before = counters_of(loop);
+  const LoopCounters before = counters_after_a_turn(loop);
   PeerSocket client(addr);
   for (int i = 0; i < messages; ++i) {
     const auto message = pseudo_random_bytes(100, static_cast<std::uint64_t>(i));
     client.send_all(message);
     EXPECT_EQ(client.recv_exact(message.size()), message) << "message " << i;
   }
-  const LoopCounters after = counters_of(loop);
+  const LoopCounters after = counters_after_a_turn(loop);
   client.close();
   server.stop();
   return after.multishot_arms - before.multishot_arms;

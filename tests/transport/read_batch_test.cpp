@@ -30,11 +30,7 @@ TEST_P(ReadBatchTest, ABatchThatDrainedTheSocketLeavesNoTryOfItForTheNextReceive
     client.send_all(burst);
     ASSERT_EQ(client.recv_exact(burst.size()), burst) << "round " << round;
   }
-  // One task through the loop: the completions of the receives it submitted are reaped.
-  auto p = std::make_shared<std::promise<LoopCounters>>();
-  auto f = p->get_future();
-  loop.execute([p, &loop] { p->set_value(loop.counters()); });
-  const LoopCounters c = wait_for(f);
+  const LoopCounters c = counters_after_a_turn(loop);
   EXPECT_EQ(c.speculative_misses, 0u) << fmt::format("{}", c);
   client.close();
   server.stop();
@@ -71,14 +67,7 @@ TEST_P(ReadBatchTest, AnAcceptedConnectionsFirstReceiveWaitsForItsBytes) {
   }));
   SocketAddress addr = server.start(InetSocketAddress::loopback_v4(0));
   EventLoop& loop = server.workers().loop(0);
-  auto counters = [&loop] {
-    auto p = std::make_shared<std::promise<LoopCounters>>();
-    auto f = p->get_future();
-    loop.execute([p, &loop] { p->set_value(loop.counters()); });
-    return wait_for(f);
-  };
-
-  const LoopCounters before = counters();
+  const LoopCounters before = counters_after_a_turn(loop);
   for (int i = 0; i < kConnections; ++i) {
     PeerSocket client(addr);
     wait_for(ready[static_cast<std::size_t>(i)]);
@@ -86,7 +75,7 @@ TEST_P(ReadBatchTest, AnAcceptedConnectionsFirstReceiveWaitsForItsBytes) {
     client.send_all(hello);
     ASSERT_EQ(client.recv_exact(hello.size()), hello) << "connection " << i;
   }
-  const LoopCounters after = counters();
+  const LoopCounters after = counters_after_a_turn(loop);
   if (loop.backend() == BackendKind::epoll) {
     // Before, each connection's first recv found EAGAIN.
     EXPECT_EQ(after.would_block - before.would_block, 0u) << fmt::format("{}", after);
