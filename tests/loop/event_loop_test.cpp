@@ -33,11 +33,6 @@ using test::read_into;
 using test::run_until;
 using namespace std::chrono_literals;
 
-std::string str(const ByteBuffer& b) {
-  auto s = b.bytes();
-  return {reinterpret_cast<const char*>(s.data()), s.size()};
-}
-
 class LoopTest : public test::BackendTest {};
 
 TEST_P(LoopTest, ReportsItsBackend) {
