@@ -96,7 +96,10 @@ Task<std::tuple<NonVoid<Ts>...>> when_all_tuple(Task<Ts>... tasks) {
     }
     (std::index_sequence_for<Ts...>{});
   };
-  co_await WhenAllAwaiter<decltype(start)>{latch, start};
+  // A named awaiter, not a temporary: GCC names a frame's temporaries by a number private to
+  // each file, so two files' instances of one template would differ to LTO's ODR check.
+  WhenAllAwaiter<decltype(start)> all{latch, start};
+  co_await all;
   co_return std::apply([](auto&... r) { return std::tuple<NonVoid<Ts>...>(std::move(*r)...); },
                        results);
 }
@@ -111,7 +114,8 @@ Task<std::vector<NonVoid<T>>> when_all_vector(std::vector<Task<T>> tasks) {
                   [&r = results[i]](auto&& v) { r.emplace(std::forward<decltype(v)>(v)); });
     }
   };
-  co_await WhenAllAwaiter<decltype(start)>{latch, start};
+  WhenAllAwaiter<decltype(start)> all{latch, start};  // named: as when_all_tuple's
+  co_await all;
   std::vector<NonVoid<T>> out;
   out.reserve(results.size());
   for (auto& r : results) out.push_back(std::move(*r));
