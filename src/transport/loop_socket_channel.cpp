@@ -100,7 +100,6 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
     : AbstractLoopSocketChannel(loop, std::move(fd), family),
-      multishot_loop_(loop.has_multishot_receive()),
       sends_now_(loop.backend() == BackendKind::epoll),
       recv_(recv_allocator().new_handle()) {}
 
@@ -401,7 +400,7 @@ void LoopSocketChannel::on_read(std::error_code ec, std::size_t n, ByteBuffer&& 
     // The first read was a single receive (see the class comment); from the second on, the
     // multishot where the loop has one. Not once the kernel decrypts: a client's handshake can
     // end in its first read, and kernel TLS reads stay single, as on epoll.
-    multishot_ = multishot_loop_ && !kernel_tls_rx_;
+    multishot_ = !kernel_tls_rx_ && event_loop().has_multishot_receive();
     do_read_begin();
   }
 }

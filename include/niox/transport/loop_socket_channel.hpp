@@ -245,7 +245,6 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool reading_ = false;          // a read is in the kernel
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
-  bool multishot_loop_ = false;      // the loop has a multishot receive (fixed per loop)
   bool multishot_ = false;           // reads with receive_multishot (from the second read on)
   bool sends_now_ = false;           // flush sends at once (epoll; fixed per loop), see do_write
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
