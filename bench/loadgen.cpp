@@ -454,22 +454,28 @@ class LoadGen {
     double msgs_s = secs > 0 ? static_cast<double>(win_msgs_) / secs : 0;
     double mb_s = msgs_s * static_cast<double>(o_.size) / 1e6;
     auto us = [&](double q) { return static_cast<double>(hist_.quantile(q)) / 1000.0; };
-    char cpu[160] = "";
-    char cpu_json[160] = "";
+    char cpu[320] = "";
+    char cpu_json[320] = "";
     if (o_.server_pid) {
       if (!cpu_start_ || !cpu_end_) die(kExitError, "could not read /proc/%d/stat", o_.server_pid);
-      std::uint64_t d = *cpu_end_ - *cpu_start_;
-      double per_msg = win_msgs_ ? static_cast<double>(d) / static_cast<double>(win_msgs_) : 0;
+      const std::uint64_t d = cpu_end_->total() - cpu_start_->total();
+      const std::uint64_t du = cpu_end_->user - cpu_start_->user;
+      const std::uint64_t ds = cpu_end_->system - cpu_start_->system;
+      const auto per = [&](std::uint64_t us) {
+        return win_msgs_ ? static_cast<double>(us) / static_cast<double>(win_msgs_) : 0.0;
+      };
       double gb = static_cast<double>(win_msgs_) * static_cast<double>(o_.size) / 1e9;
       double per_gb = gb > 0 ? static_cast<double>(d) / 1e6 / gb : 0;
       std::snprintf(cpu, sizeof cpu,
                     " server_cpu_us=%" PRIu64
-                    " server_cpu_us_per_msg=%.4f server_cpu_s_per_gb=%.4f",
-                    d, per_msg, per_gb);
+                    " server_cpu_us_per_msg=%.4f server_user_us_per_msg=%.4f"
+                    " server_sys_us_per_msg=%.4f server_cpu_s_per_gb=%.4f",
+                    d, per(d), per(du), per(ds), per_gb);
       std::snprintf(cpu_json, sizeof cpu_json,
                     ",\"server_cpu_us\":%" PRIu64
-                    ",\"server_cpu_us_per_msg\":%.4f,\"server_cpu_s_per_gb\":%.4f",
-                    d, per_msg, per_gb);
+                    ",\"server_cpu_us_per_msg\":%.4f,\"server_user_us_per_msg\":%.4f"
+                    ",\"server_sys_us_per_msg\":%.4f,\"server_cpu_s_per_gb\":%.4f",
+                    d, per(d), per(du), per(ds), per_gb);
     }
     if (o_.json) {
       std::printf(
@@ -509,7 +515,7 @@ class LoadGen {
   std::uint64_t total_msgs_ = 0;
   std::uint64_t total_bytes_ = 0;
   std::uint64_t total_queued_ = 0;
-  std::optional<std::uint64_t> cpu_start_, cpu_end_;
+  std::optional<niox::bench::CpuTime> cpu_start_, cpu_end_;
 };
 
 }  // namespace

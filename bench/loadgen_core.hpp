@@ -114,15 +114,23 @@ class Histogram {
   std::uint64_t max_ = 0;
 };
 
-// utime+stime (clock ticks) from the text of /proc/PID/stat. The command name may hold spaces
-// and parentheses, so fields are counted from the last ')'.
-inline std::optional<std::uint64_t> stat_cpu_ticks(std::string_view stat) {
+// A process's CPU time, split as the kernel accounts it: in its own code (utime) and in the
+// kernel on its behalf (stime, the system calls and the work they do).
+struct CpuTime {
+  std::uint64_t user = 0;
+  std::uint64_t system = 0;
+  std::uint64_t total() const noexcept { return user + system; }
+};
+
+// utime and stime (clock ticks) from the text of /proc/PID/stat. The command name may hold
+// spaces and parentheses, so fields are counted from the last ')'.
+inline std::optional<CpuTime> stat_cpu_ticks(std::string_view stat) {
   auto close = stat.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;
   std::string rest(stat.substr(close + 1));
   // Fields after ')' start at 3 (state); utime is 14, stime 15.
   int field = 2;
-  std::uint64_t utime = 0;
+  CpuTime t;
   const char* p = rest.c_str();
   while (*p) {
     while (*p == ' ') ++p;
@@ -130,17 +138,18 @@ inline std::optional<std::uint64_t> stat_cpu_ticks(std::string_view stat) {
     ++field;
     char* end = nullptr;
     if (field == 14) {
-      utime = std::strtoull(p, &end, 10);
+      t.user = std::strtoull(p, &end, 10);
     } else if (field == 15) {
-      return utime + std::strtoull(p, &end, 10);
+      t.system = std::strtoull(p, &end, 10);
+      return t;
     }
     while (*p && *p != ' ') ++p;
   }
   return std::nullopt;
 }
 
-// Process-wide (all threads) utime+stime of pid in microseconds.
-inline std::optional<std::uint64_t> process_cpu_us(int pid) {
+// Process-wide (all threads) utime and stime of pid in microseconds.
+inline std::optional<CpuTime> process_cpu_us(int pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = std::fopen(path, "re");
@@ -150,7 +159,8 @@ inline std::optional<std::uint64_t> process_cpu_us(int pid) {
   std::fclose(f);
   auto ticks = stat_cpu_ticks(std::string_view(buf, n));
   if (!ticks) return std::nullopt;
-  return *ticks * 1000000ULL / static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK));
+  const auto hz = static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK));
+  return CpuTime{ticks->user * 1000000ULL / hz, ticks->system * 1000000ULL / hz};
 }
 
 }  // namespace niox::bench

@@ -120,7 +120,9 @@ TEST(LoadgenCpu, ParsesUtimeAndStimeAfterTheCommandName) {
       "1234 (my server) x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 1 0 0";
   auto ticks = nb::stat_cpu_ticks(stat);
   ASSERT_TRUE(ticks);
-  EXPECT_EQ(*ticks, 325u);
+  EXPECT_EQ(ticks->user, 250u);
+  EXPECT_EQ(ticks->system, 75u);
+  EXPECT_EQ(ticks->total(), 325u);
   EXPECT_FALSE(nb::stat_cpu_ticks("garbage"));
   EXPECT_FALSE(nb::stat_cpu_ticks("1 (short) S 1 2"));
 }
