@@ -100,7 +100,6 @@ void AbstractLoopSocketChannel::do_close_without_loop() noexcept {
 
 LoopSocketChannel::LoopSocketChannel(Token, EventLoop& loop, FileDescriptor fd, int family)
     : AbstractLoopSocketChannel(loop, std::move(fd), family),
-      sends_now_(loop.backend() == BackendKind::epoll),
       recv_(recv_allocator().new_handle()) {}
 
 std::shared_ptr<LoopSocketChannel> LoopSocketChannel::open(EventLoop& loop, int family) {
@@ -553,7 +552,7 @@ void LoopSocketChannel::do_write(OutboundBuffer& out) {
     // here: the loop's write meets it again and reports it. On io_uring the ring carries the
     // send in the submission the loop makes anyway: a send syscall per write instead lost 3.5%
     // of churn's requests/s and gained nothing on echo.
-    if (sends_now_ && send_now && !region_next && !zero_copy) {
+    if (send_now && !region_next && !zero_copy && event_loop().backend() == BackendKind::epoll) {
       const std::size_t n = event_loop().write_now(fd_.get(), g.iovecs, flags);
       if (n > 0) {
         send_now = n == g.bytes;

@@ -246,7 +246,6 @@ class LoopSocketChannel final : public AbstractLoopSocketChannel {
   bool in_read_handler_ = false;  // decide about the next read after the handlers ran
   bool batch_open_ = false;
   bool multishot_ = false;           // reads with receive_multishot (from the second read on)
-  bool sends_now_ = false;           // flush sends at once (epoll; fixed per loop), see do_write
   bool multishot_stopping_ = false;  // the armed one was asked to stop; its last call is due
   bool writing_ = false;             // a write or transfer is in the kernel
   bool more_held_ = false;  // the last write went with MSG_MORE: its tail may wait for a push
