@@ -24,7 +24,7 @@ namespace {
 
 class EchoHandler final : public niox::ChannelHandler {
  public:
-  void channel_read(niox::ChannelHandlerContext& ctx, niox::Message msg) override {
+  void channel_read(niox::ChannelHandlerContext& ctx, niox::Message&& msg) override {
     ctx.write(std::move(msg), niox::ChannelPromise());  // nobody waits: the void promise
   }
   void channel_read_complete(niox::ChannelHandlerContext& ctx) override { ctx.flush(); }

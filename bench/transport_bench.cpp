@@ -15,7 +15,7 @@ namespace {
 
 struct Sink : ChannelInboundHandlerAdapter {
   std::size_t frames = 0;
-  void channel_read(ChannelHandlerContext&, Message) override { ++frames; }
+  void channel_read(ChannelHandlerContext&, Message&&) override { ++frames; }
 };
 
 void BM_PipelineRead(benchmark::State& state) {

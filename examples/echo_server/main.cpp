@@ -27,7 +27,7 @@ class EchoHandler final : public BackpressureHandler {
  public:
   // Nobody waits for an echo's write: the void promise (a default ChannelPromise) costs nothing,
   // where ctx.write(msg) would make a future for each read.
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     ctx.write(std::move(msg), ChannelPromise());
   }
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {

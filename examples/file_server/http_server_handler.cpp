@@ -157,7 +157,7 @@ void HttpServerHandler::channel_inactive(ChannelHandlerContext& ctx) {
   ctx.fire_channel_inactive();
 }
 
-void HttpServerHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void HttpServerHandler::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   auto* in = msg.get_if<ByteBuffer>();
   if (in == nullptr || closing_ || !in->has_remaining()) {
     return;

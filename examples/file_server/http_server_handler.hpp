@@ -75,7 +75,7 @@ class HttpServerHandler final : public ChannelHandler, private IdleConnections::
   void handler_removed(ChannelHandlerContext& ctx) override;
   void channel_active(ChannelHandlerContext& ctx) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_read_complete(ChannelHandlerContext& ctx) override;
   void channel_writability_changed(ChannelHandlerContext& ctx) override;
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override;

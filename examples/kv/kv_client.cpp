@@ -29,7 +29,7 @@ class KvClientHandler final : public ChannelHandler {
  public:
   explicit KvClientHandler(std::shared_ptr<State> s) : state_(std::move(s)) {}
 
-  void channel_read(ChannelHandlerContext&, Message msg) override {
+  void channel_read(ChannelHandlerContext&, Message&& msg) override {
     auto* m = msg.get_if<HeaderBodyMessage>();
     if (m == nullptr) {
       return;

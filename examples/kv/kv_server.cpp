@@ -65,7 +65,7 @@ class KvServerHandler final : public ChannelHandler {
  public:
   explicit KvServerHandler(KvStore& store) : store_(store) {}
 
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     auto* m = msg.get_if<HeaderBodyMessage>();
     if (m == nullptr || input_ended_) {
       return;  // after a bad frame nothing more is taken

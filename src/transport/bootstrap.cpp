@@ -41,7 +41,7 @@ class ServerBootstrapAcceptor final : public ChannelInboundHandlerAdapter {
   ServerBootstrapAcceptor(ChannelOptions options, std::shared_ptr<ChannelHandler> child_handler)
       : setup_(std::make_shared<const ChildSetup>(std::move(options), std::move(child_handler))) {}
 
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     auto* p = msg.get_if<std::shared_ptr<LoopSocketChannel>>();
     if (p == nullptr) {
       ctx.fire_channel_read(std::move(msg));

@@ -145,13 +145,13 @@ std::size_t Channel::bytes_before_writable() const noexcept {
   return outbound_.bytes_before_writable();
 }
 
-ChannelFuture Channel::write(Message msg) {
+ChannelFuture Channel::write(Message&& msg) {
   ChannelPromise p = new_promise();
   ChannelFuture f = p.future();
   write(std::move(msg), std::move(p));
   return f;
 }
-void Channel::write(Message msg, ChannelPromise promise) {
+void Channel::write(Message&& msg, ChannelPromise promise) {
   with_promise_on_loop(
       std::move(promise),
       [this, m = std::move(msg)](ChannelPromise p) mutable {
@@ -159,13 +159,13 @@ void Channel::write(Message msg, ChannelPromise promise) {
       },
       [](ChannelPromise p) { p.try_failure(transport::Errc::channel_closed); });
 }
-ChannelFuture Channel::write_and_flush(Message msg) {
+ChannelFuture Channel::write_and_flush(Message&& msg) {
   ChannelPromise p = new_promise();
   ChannelFuture f = p.future();
   write_and_flush(std::move(msg), std::move(p));
   return f;
 }
-void Channel::write_and_flush(Message msg, ChannelPromise promise) {
+void Channel::write_and_flush(Message&& msg, ChannelPromise promise) {
   with_promise_on_loop(
       std::move(promise),
       [this, m = std::move(msg)](ChannelPromise p) mutable {
@@ -245,7 +245,7 @@ bool Channel::accepts_outbound(const Message& msg) const noexcept {
   return msg.is_byte_buffer() || msg.is_file_region();
 }
 
-void Channel::on_unhandled_inbound_message(Message msg) {
+void Channel::on_unhandled_inbound_message(Message&& msg) {
   log(LogLevel::warn,
       "channel {}: a message reached the tail of the pipeline and was dropped "
       "(bytes: {}); check the pipeline configuration",

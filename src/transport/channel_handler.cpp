@@ -43,7 +43,7 @@ std::string exception_message(const std::exception_ptr& cause) { return detail::
 
 void ChannelHandler::channel_active(ChannelHandlerContext& ctx) { ctx.fire_channel_active(); }
 void ChannelHandler::channel_inactive(ChannelHandlerContext& ctx) { ctx.fire_channel_inactive(); }
-void ChannelHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void ChannelHandler::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   ctx.fire_channel_read(std::move(msg));
 }
 void ChannelHandler::channel_read_complete(ChannelHandlerContext& ctx) {
@@ -58,7 +58,7 @@ void ChannelHandler::channel_writability_changed(ChannelHandlerContext& ctx) {
 void ChannelHandler::exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) {
   ctx.fire_exception_caught(std::move(cause));
 }
-void ChannelHandler::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) {
+void ChannelHandler::write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) {
   ctx.write(std::move(msg), std::move(promise));
 }
 void ChannelHandler::flush(ChannelHandlerContext& ctx) { ctx.flush(); }
@@ -129,7 +129,7 @@ ChannelHandlerContext& ChannelHandlerContext::fire_channel_inactive() {
   next_->invoke_channel_inactive();
   return *this;
 }
-ChannelHandlerContext& ChannelHandlerContext::fire_channel_read(Message msg) {
+ChannelHandlerContext& ChannelHandlerContext::fire_channel_read(Message&& msg) {
   next_->invoke_channel_read(std::move(msg));
   return *this;
 }
@@ -175,13 +175,13 @@ void fail_removed(Channel&, ChannelPromise p) { p.try_failure(transport::Errc::h
 
 }  // namespace
 
-ChannelFuture ChannelHandlerContext::write(Message msg) {
+ChannelFuture ChannelHandlerContext::write(Message&& msg) {
   ChannelPromise p = new_promise();
   ChannelFuture f = p.future();
   write(std::move(msg), std::move(p));
   return f;
 }
-void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
+void ChannelHandlerContext::write(Message&& msg, ChannelPromise promise) {
   promised(
       std::move(promise),
       [](ChannelHandlerContext& c, ChannelPromise p, Message&& m) {
@@ -189,13 +189,13 @@ void ChannelHandlerContext::write(Message msg, ChannelPromise promise) {
       },
       fail_removed, std::move(msg));
 }
-ChannelFuture ChannelHandlerContext::write_and_flush(Message msg) {
+ChannelFuture ChannelHandlerContext::write_and_flush(Message&& msg) {
   ChannelPromise p = new_promise();
   ChannelFuture f = p.future();
   write_and_flush(std::move(msg), std::move(p));
   return f;
 }
-void ChannelHandlerContext::write_and_flush(Message msg, ChannelPromise promise) {
+void ChannelHandlerContext::write_and_flush(Message&& msg, ChannelPromise promise) {
   promised(
       std::move(promise),
       [](ChannelHandlerContext& c, ChannelPromise p, Message&& m) {

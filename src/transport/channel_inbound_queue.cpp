@@ -22,7 +22,7 @@ void ChannelInboundQueue::handler_removed(ChannelHandlerContext&) {
   wake();
 }
 
-void ChannelInboundQueue::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void ChannelInboundQueue::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   messages_.push_back(std::move(msg));
   if (messages_.size() >= capacity_ && !paused_ && ctx.channel().config().is_auto_read()) {
     paused_ = true;

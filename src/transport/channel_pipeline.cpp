@@ -16,7 +16,7 @@ namespace detail {
 // operations.
 class HeadHandler final : public ChannelHandler {
  public:
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override {
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) override {
     ctx.channel().unsafe_write(std::move(msg), std::move(promise));
   }
   void flush(ChannelHandlerContext& ctx) override { ctx.channel().unsafe_flush(); }
@@ -37,7 +37,7 @@ class TailHandler final : public ChannelHandler {
   void channel_inactive(ChannelHandlerContext&) override {}
   void channel_read_complete(ChannelHandlerContext&) override {}
   void channel_writability_changed(ChannelHandlerContext&) override {}
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     ctx.channel().on_unhandled_inbound_message(std::move(msg));
   }
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override {
@@ -324,7 +324,7 @@ ChannelPipeline& ChannelPipeline::fire_channel_inactive() {
   head_ctx_.invoke_channel_inactive();
   return *this;
 }
-ChannelPipeline& ChannelPipeline::fire_channel_read(Message msg) {
+ChannelPipeline& ChannelPipeline::fire_channel_read(Message&& msg) {
   head_ctx_.invoke_channel_read(std::move(msg));
   return *this;
 }
@@ -345,10 +345,10 @@ ChannelPipeline& ChannelPipeline::fire_exception_caught(std::exception_ptr cause
   return *this;
 }
 
-void ChannelPipeline::write(Message msg, ChannelPromise promise) {
+void ChannelPipeline::write(Message&& msg, ChannelPromise promise) {
   tail_ctx_.write(std::move(msg), std::move(promise));
 }
-void ChannelPipeline::write_and_flush(Message msg, ChannelPromise promise) {
+void ChannelPipeline::write_and_flush(Message&& msg, ChannelPromise promise) {
   tail_ctx_.write_and_flush(std::move(msg), std::move(promise));
 }
 ChannelPipeline& ChannelPipeline::flush() {

@@ -87,7 +87,7 @@ EmbeddedChannel::~EmbeddedChannel() { destroy_pipeline(); }
 
 bool EmbeddedChannel::write_inbound(std::initializer_list<Message> msgs) {
   for (const auto& m : msgs) {
-    pipeline().fire_channel_read(m);
+    pipeline().fire_channel_read(Message(m));
   }
   pipeline().fire_channel_read_complete();
   settle();
@@ -98,7 +98,7 @@ std::optional<Message> EmbeddedChannel::read_inbound() { return take_front(inbou
 
 bool EmbeddedChannel::write_outbound(std::initializer_list<Message> msgs) {
   for (const auto& m : msgs) {
-    write(m);
+    write(Message(m));
   }
   flush();
   settle();

@@ -229,7 +229,7 @@ void IdleStateHandler::channel_inactive(ChannelHandlerContext& ctx) {
   ctx.fire_channel_inactive();
 }
 
-void IdleStateHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void IdleStateHandler::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   if (reader_idle_ > Duration::zero() || all_idle_ > Duration::zero()) {
     reading_ = true;
     first_reader_idle_ = true;
@@ -246,7 +246,7 @@ void IdleStateHandler::channel_read_complete(ChannelHandlerContext& ctx) {
   ctx.fire_channel_read_complete();
 }
 
-void IdleStateHandler::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) {
+void IdleStateHandler::write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) {
   if (writer_idle_ == Duration::zero() && all_idle_ == Duration::zero()) {
     ctx.write(std::move(msg), std::move(promise));
     return;

@@ -166,7 +166,7 @@ void LoopServerSocketChannel::do_close() noexcept {
   }
 }
 
-void LoopServerSocketChannel::on_unhandled_inbound_message(Message msg) {
+void LoopServerSocketChannel::on_unhandled_inbound_message(Message&& msg) {
   if (auto* child = msg.get_if<std::shared_ptr<LoopSocketChannel>>()) {
     (*child)->close();
     return;

@@ -181,7 +181,7 @@ void SslHandler::handshake_done(ChannelHandlerContext& ctx, std::error_code caus
   }
 }
 
-void SslHandler::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void SslHandler::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   if (rx_path_ == RecordPath::ktls) {
     read_kernel_record(ctx, std::move(msg));
     return;
@@ -310,7 +310,7 @@ void SslHandler::channel_read_complete(ChannelHandlerContext& ctx) {
   ctx.fire_channel_read_complete();
 }
 
-void SslHandler::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) {
+void SslHandler::write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) {
   if (!msg.is_byte_buffer() && !msg.is_file_region()) {
     ctx.write(std::move(msg), std::move(promise));
     return;

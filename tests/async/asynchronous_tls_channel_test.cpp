@@ -189,7 +189,7 @@ TEST_P(AsyncTlsTest, TalksToTheTransportSslHandler) {
   server.bootstrap().child_handler(test::init([this](Channel& ch) {
     ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine()));
     auto h = std::make_shared<test::LambdaHandler>();
-    h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
+    h->on_read = [](ChannelHandlerContext& ctx, Message&& m) { ctx.write(std::move(m)); };
     h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
     ch.pipeline().add_last("app", h);
   }));

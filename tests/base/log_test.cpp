@@ -63,7 +63,7 @@ TEST_F(LogSinkTest, AHandlerThatThrowsOnTheLoopIsReportedThroughTheSink) {
 
 // A handler that throws from exception_caught(): the transport logs it (and closes).
 struct ThrowsTwice : ChannelHandler {
-  void channel_read(ChannelHandlerContext&, Message) override { throw std::runtime_error("bad"); }
+  void channel_read(ChannelHandlerContext&, Message&&) override { throw std::runtime_error("bad"); }
   void exception_caught(ChannelHandlerContext&, std::exception_ptr) override {
     throw std::runtime_error("worse");
   }

@@ -168,7 +168,7 @@ TEST_F(HttpServerHandlerTest, AnAnsweredRequestLeavesNothingButTheHandler) {
 TEST_F(HttpServerHandlerTest, AConnectionCloseRequestIsClosedOnceAnswered) {
   // Looks at the channel as the read event returns, before any task of the loop runs.
   struct OpenAfterRead : ChannelInboundHandlerAdapter {
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       ctx.fire_channel_read(std::move(msg));
       open = ctx.channel().is_open();
     }

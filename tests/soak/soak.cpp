@@ -48,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 // Echo; on the peer's half-close, finish what is queued, send FIN, then close.
 class SoakEchoHandler final : public niox::ChannelHandler {
  public:
-  void channel_read(niox::ChannelHandlerContext& ctx, niox::Message msg) override {
+  void channel_read(niox::ChannelHandlerContext& ctx, niox::Message&& msg) override {
     ctx.write(std::move(msg), niox::ChannelPromise());
   }
   void channel_read_complete(niox::ChannelHandlerContext& ctx) override { ctx.flush(); }

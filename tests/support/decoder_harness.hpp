@@ -25,7 +25,7 @@ struct DecodeResult {
 class DecodeCollector : public ChannelInboundHandlerAdapter {
  public:
   explicit DecodeCollector(DecodeResult& r) : r_(r) {}
-  void channel_read(ChannelHandlerContext&, Message msg) override {
+  void channel_read(ChannelHandlerContext&, Message&& msg) override {
     if (auto* b = msg.get_if<ByteBuffer>()) {
       r_.events.push_back("F:" + std::string(b->string_view()));
     } else if (auto* hb = msg.get_if<HeaderBodyMessage>()) {

@@ -253,7 +253,7 @@ class LambdaHandler : public ChannelHandler {
   void channel_inactive(ChannelHandlerContext& ctx) override {
     on_inactive ? on_inactive(ctx) : (void)ctx.fire_channel_inactive();
   }
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     on_read ? on_read(ctx, std::move(msg)) : (void)ctx.fire_channel_read(std::move(msg));
   }
   void channel_read_complete(ChannelHandlerContext& ctx) override {
@@ -273,7 +273,9 @@ class LambdaHandler : public ChannelHandler {
 // Echoes every buffer back.
 class EchoHandler : public ChannelHandler {
  public:
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override { ctx.write(std::move(msg)); }
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
+    ctx.write(std::move(msg));
+  }
   void channel_read_complete(ChannelHandlerContext& ctx) override { ctx.flush(); }
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr) override { ctx.close(); }
 };

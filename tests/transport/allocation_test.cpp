@@ -80,7 +80,7 @@ enum class Mode { write_then_flush, write_and_flush, promise_with_listener };
 class Echo final : public ChannelHandler {
  public:
   explicit Echo(Mode mode) : mode_(mode) {}
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     switch (mode_) {
       case Mode::write_and_flush: ctx.write_and_flush(std::move(msg), ChannelPromise()); break;
       case Mode::write_then_flush: ctx.write(std::move(msg), ChannelPromise()); break;
@@ -234,7 +234,7 @@ TEST(PipelineMemory, AnAcceptedChannelTravelsAsAMessageWithoutAllocating) {
 TEST(PipelineMemory, AHandlerRemovingItselfInsideAnEventAllocatesNothingToBeFreedLater) {
   struct RemovesItself : ChannelInboundHandlerAdapter {
     std::size_t allocated = 0;
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       allocations = 0;
       counting = true;
       ctx.pipeline().remove(*this);

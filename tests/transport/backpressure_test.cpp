@@ -27,7 +27,7 @@ class BackpressureEcho : public ChannelHandler {
   std::atomic<std::size_t> max_pending{0};
   std::atomic<int> pauses{0}, resumes{0};
 
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     ctx.write(std::move(msg));
     note(ctx);
     if (!ctx.channel().is_writable() && ctx.channel().config().is_auto_read()) {

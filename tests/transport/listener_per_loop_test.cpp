@@ -120,7 +120,7 @@ TEST_P(ListenerPerLoopTest, OneLoopSetsUpEachChildWithinItsAccept) {
   ServerBootstrap b;
   b.group(group).handler(watcher).child_handler(init([](Channel& ch) {
     auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write_and_flush(std::move(m)); };
+    h->on_read = [](ChannelHandlerContext& ctx, Message&& m) { ctx.write_and_flush(std::move(m)); };
     ch.pipeline().add_last(h);
   }));
   auto f = b.bind(InetSocketAddress::loopback_v4(0));

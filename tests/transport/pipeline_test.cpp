@@ -29,7 +29,7 @@ class Recorder : public ChannelDuplexHandler {
     log_.push_back(tag_ + ":inactive");
     ctx.fire_channel_inactive();
   }
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     log_.push_back(tag_ + ":read");
     ctx.fire_channel_read(std::move(msg));
   }
@@ -49,7 +49,7 @@ class Recorder : public ChannelDuplexHandler {
     log_.push_back(tag_ + ":exception");
     ctx.fire_exception_caught(std::move(e));
   }
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise p) override {
     log_.push_back(tag_ + ":write");
     ctx.write(std::move(msg), std::move(p));
   }
@@ -75,7 +75,7 @@ class Recorder : public ChannelDuplexHandler {
 class Suffix : public ChannelInboundHandlerAdapter {
  public:
   explicit Suffix(std::string s) : s_(std::move(s)) {}
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     ctx.fire_channel_read(msg.get<std::string>() + s_);
   }
 
@@ -87,7 +87,7 @@ class Suffix : public ChannelInboundHandlerAdapter {
 class OutSuffix : public ChannelOutboundHandlerAdapter {
  public:
   explicit OutSuffix(std::string s) : s_(std::move(s)) {}
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise p) override {
     ctx.write(msg.get<std::string>() + s_, std::move(p));
   }
 
@@ -221,7 +221,7 @@ TEST(ChannelPipeline, EveryEventKindReachesHandlersInOrder) {
 TEST(ChannelPipeline, ContextWriteSkipsHandlersBehindIt) {
   // A handler writing through its own ctx does not pass the outbound handlers behind it.
   struct Echo : ChannelInboundHandlerAdapter {
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       ctx.write_and_flush(std::move(msg));
     }
   };
@@ -238,7 +238,7 @@ TEST(ChannelPipeline, RemoveSelfDuringReadLetsTheEventContinue) {
   struct OneShot : ChannelInboundHandlerAdapter {
     int seen = 0;
     bool removed = false;
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       ++seen;
       ctx.pipeline().remove(*this);
       EXPECT_TRUE(ctx.is_removed());
@@ -260,7 +260,7 @@ TEST(ChannelPipeline, RemoveSelfDuringReadLetsTheEventContinue) {
 TEST(ChannelPipeline, AddAndReplaceDuringEventsTakeEffectForLaterHandlers) {
   // While handling a read, insert a handler after itself: the same event passes through it.
   struct Inserter : ChannelInboundHandlerAdapter {
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       if (!ctx.pipeline().get("late")) {
         ctx.pipeline().add_after(ctx.name(), "late", std::make_shared<Suffix>("L"));
       }
@@ -269,7 +269,7 @@ TEST(ChannelPipeline, AddAndReplaceDuringEventsTakeEffectForLaterHandlers) {
   };
   // Replaces the next handler while the event is in this one.
   struct Replacer : ChannelInboundHandlerAdapter {
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       if (ctx.pipeline().get("victim")) {
         ctx.pipeline().replace("victim", "fresh", std::make_shared<Suffix>("F"));
       }
@@ -293,7 +293,7 @@ TEST(ChannelPipeline, HandlersRemovedInsideOneEventAreFreedWhenItReturns) {
   struct Sweeper : ChannelInboundHandlerAdapter {
     std::vector<long> held_during;
     std::vector<std::shared_ptr<ChannelHandler>> victims;
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       for (const char* name : {"v1", "v2", "v3"}) victims.push_back(ctx.pipeline().remove(name));
       ctx.pipeline().remove(*this);
       for (auto& v : victims) held_during.push_back(v.use_count());
@@ -318,7 +318,7 @@ TEST(ChannelPipeline, HandlersRemovedInsideOneEventAreFreedWhenItReturns) {
 
 TEST(ChannelPipeline, RemovingTheNextHandlerFromInsideAnEventSkipsIt) {
   struct Killer : ChannelInboundHandlerAdapter {
-    void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+    void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
       if (ctx.pipeline().get("next")) {
         ctx.pipeline().remove("next");
       }
@@ -336,7 +336,7 @@ TEST(ChannelPipeline, RemovingTheNextHandlerFromInsideAnEventSkipsIt) {
 TEST(ChannelPipeline, ThrowingInboundHandlerGetsItsOwnExceptionCaughtFirst) {
   struct Thrower : ChannelInboundHandlerAdapter {
     int own = 0;
-    void channel_read(ChannelHandlerContext&, Message) override {
+    void channel_read(ChannelHandlerContext&, Message&&) override {
       throw std::runtime_error("bad message");
     }
     void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr e) override {
@@ -357,7 +357,7 @@ TEST(ChannelPipeline, ThrowingInboundHandlerGetsItsOwnExceptionCaughtFirst) {
 
 TEST(ChannelPipeline, ThrowingOutboundHandlerFailsThePromise) {
   struct Thrower : ChannelOutboundHandlerAdapter {
-    void write(ChannelHandlerContext&, Message, ChannelPromise) override {
+    void write(ChannelHandlerContext&, Message&&, ChannelPromise) override {
       throw std::system_error(std::make_error_code(std::errc::message_size));
     }
   };
@@ -495,7 +495,7 @@ TEST(ChannelPipeline, HandlerRemovingItselfInWriteStillGetsTheFlushThrough) {
   // write_and_flush from outside any event: the handler that saw the write is gone when the
   // flush follows; the flush must still pass its (removed) context safely.
   struct OneShotWriter : ChannelOutboundHandlerAdapter {
-    void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+    void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise p) override {
       ctx.pipeline().remove(*this);
       ctx.write(std::move(msg), std::move(p));
     }
@@ -622,11 +622,11 @@ struct Mutator : ChannelDuplexHandler {
       default: break;
     }
   }
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override {
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override {
     mutate(ctx);
     ctx.fire_channel_read(std::move(msg));
   }
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise p) override {
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise p) override {
     mutate(ctx);
     ctx.write(std::move(msg), std::move(p));
   }

@@ -127,7 +127,7 @@ class SslHandlerTest : public DescriptorCheckedTest {
     server.bootstrap().child_handler(init([this, &log, options](Channel& ch) {
       ch.pipeline().add_last("ssl", std::make_shared<SslHandler>(server_ssl.new_engine(), options));
       auto h = std::make_shared<LambdaHandler>();
-      h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
+      h->on_read = [](ChannelHandlerContext& ctx, Message&& m) { ctx.write(std::move(m)); };
       h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
       h->on_event = [&log](ChannelHandlerContext&, std::any e) {
         if (auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e); hs && hs->is_success()) {
@@ -864,7 +864,7 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
 class ShrinkFileOnTheFirstPiece : public ChannelDuplexHandler {
  public:
   ShrinkFileOnTheFirstPiece(std::string path, off_t size) : path_(std::move(path)), size_(size) {}
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override {
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) override {
     if (!shrunk_ && msg.is_byte_buffer() && msg.get<ByteBuffer>().remaining() > 32 * 1024) {
       shrunk_ = true;
       EXPECT_EQ(::truncate(path_.c_str(), size_), 0) << std::strerror(errno);
@@ -1031,7 +1031,7 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
           });
       ctx.write_and_flush(ByteBuffer::wrap(std::string_view(">")));
     };
-    h->on_read = [](ChannelHandlerContext& ctx, Message m) { ctx.write(std::move(m)); };
+    h->on_read = [](ChannelHandlerContext& ctx, Message&& m) { ctx.write(std::move(m)); };
     h->on_read_complete = [](ChannelHandlerContext& ctx) { ctx.flush(); };
     log.watch(*h);
     ch.pipeline().add_last("app", h);

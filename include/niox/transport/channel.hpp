@@ -157,10 +157,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   ChannelFuture close_future() const;
 
   // ---- Outbound operations through the whole pipeline (any thread) ------------------------
-  ChannelFuture write(Message msg);
-  void write(Message msg, ChannelPromise promise);
-  ChannelFuture write_and_flush(Message msg);
-  void write_and_flush(Message msg, ChannelPromise promise);
+  ChannelFuture write(Message&& msg);
+  void write(Message&& msg, ChannelPromise promise);
+  ChannelFuture write_and_flush(Message&& msg);
+  void write_and_flush(Message&& msg, ChannelPromise promise);
   Channel& flush();
   Channel& read();
   ChannelFuture close();
@@ -245,7 +245,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   virtual bool accepts_outbound(const Message& msg) const noexcept;
 
   // Where the tail delivers what no handler consumed. Defaults log and drop.
-  virtual void on_unhandled_inbound_message(Message msg);
+  virtual void on_unhandled_inbound_message(Message&& msg);
   virtual void on_unhandled_inbound_exception(std::exception_ptr cause);
   virtual void on_unhandled_user_event(std::any event);
 

@@ -10,7 +10,10 @@
 // channel.hpp); the rest of the context is for the loop thread.
 // Ownership: the pipeline holds each handler by shared_ptr; a handler added to several pipelines
 // must itself be safe for that (Netty's @Sharable). A Message given to a method belongs to the
-// handler: pass it on, or drop it.
+// handler: pass it on with std::move, take what it holds, or leave it, and whoever made it
+// releases it once the event has run. It comes by rvalue reference, not by value, so the event
+// moves it once, into the outbound buffer or wherever a handler keeps it, and not once per
+// handler on the way: every outbound call of a context takes a Message&& too.
 // Exceptions thrown from an inbound method are caught and delivered to the same handler's
 // exception_caught() (Netty's behaviour; the default passes them on); thrown from
 // write/close/shutdown_output they fail the promise (with the std::system_error's code, or
@@ -52,14 +55,14 @@ class ChannelHandler {
   // ---- Inbound: head -> tail -------------------------------------------------------------
   virtual void channel_active(ChannelHandlerContext& ctx);
   virtual void channel_inactive(ChannelHandlerContext& ctx);
-  virtual void channel_read(ChannelHandlerContext& ctx, Message msg);
+  virtual void channel_read(ChannelHandlerContext& ctx, Message&& msg);
   virtual void channel_read_complete(ChannelHandlerContext& ctx);
   virtual void user_event_triggered(ChannelHandlerContext& ctx, std::any event);
   virtual void channel_writability_changed(ChannelHandlerContext& ctx);
   virtual void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause);
 
   // ---- Outbound: tail -> head ------------------------------------------------------------
-  virtual void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise);
+  virtual void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise);
   virtual void flush(ChannelHandlerContext& ctx);
   virtual void read(ChannelHandlerContext& ctx);
   virtual void close(ChannelHandlerContext& ctx, ChannelPromise promise);
@@ -89,17 +92,17 @@ class ChannelHandlerContext {
   // ---- Inbound: give the event to the next handler towards the tail ----------------------
   ChannelHandlerContext& fire_channel_active();
   ChannelHandlerContext& fire_channel_inactive();
-  ChannelHandlerContext& fire_channel_read(Message msg);
+  ChannelHandlerContext& fire_channel_read(Message&& msg);
   ChannelHandlerContext& fire_channel_read_complete();
   ChannelHandlerContext& fire_user_event_triggered(std::any event);
   ChannelHandlerContext& fire_channel_writability_changed();
   ChannelHandlerContext& fire_exception_caught(std::exception_ptr cause);
 
   // ---- Outbound: give the operation to the next handler towards the head -----------------
-  ChannelFuture write(Message msg);
-  void write(Message msg, ChannelPromise promise);
-  ChannelFuture write_and_flush(Message msg);
-  void write_and_flush(Message msg, ChannelPromise promise);
+  ChannelFuture write(Message&& msg);
+  void write(Message&& msg, ChannelPromise promise);
+  ChannelFuture write_and_flush(Message&& msg);
+  void write_and_flush(Message&& msg, ChannelPromise promise);
   ChannelHandlerContext& flush();
   ChannelHandlerContext& read();
   ChannelFuture close();
@@ -136,8 +139,6 @@ class ChannelHandlerContext {
   // Run this context's handler for an event, catching what it throws.
   void invoke_channel_active();
   void invoke_channel_inactive();
-  // The message is taken by reference and moved into the handler's parameter only there: one
-  // move per handler, not one per call on the way.
   void invoke_channel_read(Message&& msg);
   void invoke_channel_read_complete();
   void invoke_user_event_triggered(std::any event);

@@ -37,7 +37,7 @@ class ChannelInboundQueue : public ChannelInboundHandlerAdapter {
 
   void handler_added(ChannelHandlerContext& ctx) override;
   void handler_removed(ChannelHandlerContext& ctx) override;
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override;
   void exception_caught(ChannelHandlerContext& ctx, std::exception_ptr cause) override;

@@ -102,15 +102,15 @@ class ChannelPipeline {
   // ---- Inbound events, entering at the head -----------------------------------------------
   ChannelPipeline& fire_channel_active();
   ChannelPipeline& fire_channel_inactive();
-  ChannelPipeline& fire_channel_read(Message msg);
+  ChannelPipeline& fire_channel_read(Message&& msg);
   ChannelPipeline& fire_channel_read_complete();
   ChannelPipeline& fire_user_event_triggered(std::any event);
   ChannelPipeline& fire_channel_writability_changed();
   ChannelPipeline& fire_exception_caught(std::exception_ptr cause);
 
   // ---- Outbound operations, entering at the tail ------------------------------------------
-  void write(Message msg, ChannelPromise promise);
-  void write_and_flush(Message msg, ChannelPromise promise);
+  void write(Message&& msg, ChannelPromise promise);
+  void write_and_flush(Message&& msg, ChannelPromise promise);
   ChannelPipeline& flush();
   ChannelPipeline& read();
   void close(ChannelPromise promise);

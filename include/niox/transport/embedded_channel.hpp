@@ -162,7 +162,7 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   std::error_code do_shutdown_output() noexcept override;
   void do_read_begin() override { ++read_requests_; }
   bool accepts_outbound(const Message&) const noexcept override { return true; }
-  void on_unhandled_inbound_message(Message msg) override { inbound_.push_back(std::move(msg)); }
+  void on_unhandled_inbound_message(Message&& msg) override { inbound_.push_back(std::move(msg)); }
   void on_unhandled_inbound_exception(std::exception_ptr cause) override {
     exceptions_.push_back(std::move(cause));
   }

@@ -51,9 +51,9 @@ class IdleStateHandler : public ChannelDuplexHandler {
   void handler_removed(ChannelHandlerContext& ctx) override;
   void channel_active(ChannelHandlerContext& ctx) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_read_complete(ChannelHandlerContext& ctx) override;
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) override;
 
  protected:
   // Called for each idle period; fires the event down the pipeline by default.

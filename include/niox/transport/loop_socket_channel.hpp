@@ -301,7 +301,7 @@ class LoopServerSocketChannel final : public AbstractLoopSocketChannel {
   std::error_code do_shutdown_output() noexcept override { return {}; }
   void do_read_begin() override;
   bool accepts_outbound(const Message&) const noexcept override { return false; }
-  void on_unhandled_inbound_message(Message msg) override;
+  void on_unhandled_inbound_message(Message&& msg) override;
 
  private:
   struct Token {};

@@ -120,9 +120,9 @@ class SslHandler : public ChannelDuplexHandler, public std::enable_shared_from_t
   // its close_notify first that is a truncation (or a failed handshake), and the connection fails
   // and closes as on any TLS error; after it, the event goes on.
   void user_event_triggered(ChannelHandlerContext& ctx, std::any event) override;
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_read_complete(ChannelHandlerContext& ctx) override;
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) override;
   void flush(ChannelHandlerContext& ctx) override;
   void close(ChannelHandlerContext& ctx, ChannelPromise promise) override;
   // Sends close_notify first: a FIN alone would read as a truncation to the peer. During the

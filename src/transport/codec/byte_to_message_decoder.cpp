@@ -65,7 +65,7 @@ void ByteToMessageDecoder::release_if_drained() noexcept {
   shared_ = false;
 }
 
-void ByteToMessageDecoder::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void ByteToMessageDecoder::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   auto* bytes = msg.get_if<ByteBuffer>();
   if (bytes == nullptr) {
     ctx.fire_channel_read(std::move(msg));

@@ -22,7 +22,7 @@ HeaderBodyDecoder::HeaderBodyDecoder(std::size_t header_length, std::size_t max_
   }
 }
 
-void HeaderBodyDecoder::channel_read(ChannelHandlerContext& ctx, Message msg) {
+void HeaderBodyDecoder::channel_read(ChannelHandlerContext& ctx, Message&& msg) {
   auto* in = msg.get_if<ByteBuffer>();
   if (in == nullptr) {
     ctx.fire_channel_read(std::move(msg));

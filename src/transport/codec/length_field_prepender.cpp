@@ -42,7 +42,8 @@ ByteBuffer LengthFieldPrepender::encode_header(std::size_t body_length) const {
   return header;
 }
 
-void LengthFieldPrepender::write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) {
+void LengthFieldPrepender::write(ChannelHandlerContext& ctx, Message&& msg,
+                                 ChannelPromise promise) {
   auto* body = msg.get_if<ByteBuffer>();
   if (body == nullptr) {
     ctx.write(std::move(msg), std::move(promise));

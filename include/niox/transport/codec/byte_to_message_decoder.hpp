@@ -38,7 +38,7 @@ namespace niox {
 
 class ByteToMessageDecoder : public ChannelInboundHandlerAdapter {
  public:
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_read_complete(ChannelHandlerContext& ctx) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
   void handler_removed(ChannelHandlerContext& ctx) override;

@@ -54,7 +54,7 @@ class HeaderBodyDecoder : public ChannelInboundHandlerAdapter {
   HeaderBodyDecoder(std::size_t header_length, std::size_t max_body_length,
                     BodyLengthFunction body_length, BodyTargetFunction body_target);
 
-  void channel_read(ChannelHandlerContext& ctx, Message msg) override;
+  void channel_read(ChannelHandlerContext& ctx, Message&& msg) override;
   void channel_inactive(ChannelHandlerContext& ctx) override;
 
   bool is_close_on_decode_error() const noexcept { return close_on_error_; }

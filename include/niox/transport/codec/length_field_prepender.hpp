@@ -32,7 +32,7 @@ class LengthFieldPrepender : public ChannelOutboundHandlerAdapter {
                                 bool length_includes_length_field_length = false,
                                 ByteOrder byte_order = ByteOrder::big_endian);
 
-  void write(ChannelHandlerContext& ctx, Message msg, ChannelPromise promise) override;
+  void write(ChannelHandlerContext& ctx, Message&& msg, ChannelPromise promise) override;
 
   // The header for a body of `body_length` bytes. Throws IllegalArgumentException when the
   // adjusted length is negative or does not fit the field.
