@@ -129,6 +129,7 @@ LoopCore::LoopCore(const EventLoop::Options& options) : options_(options) {
       throw std::system_error(ec, "niox: epoll backend unavailable");
     }
   }
+  kind_ = backend_->kind();
   backend_->watch_internal(wake_fd_.get(), InternalFd::wake);
   to_start_.reserve(64);
   starting_.reserve(64);

@@ -78,7 +78,8 @@ class LoopCore {
   LoopCounters counters() const noexcept;
   std::size_t pending() const noexcept { return live_ops_; }
   int pollable_fd();
-  BackendKind kind() const noexcept { return backend_->kind(); }
+  // Asked by every channel's flush, so kept here rather than behind the backend's vtable.
+  BackendKind kind() const noexcept { return kind_; }
   bool multishot_receive() const noexcept { return backend_->multishot_receive(); }
 
   // ---- used by backends ----
@@ -181,6 +182,7 @@ class LoopCore {
   // Before ops_: an operation's engine may still discard the pipe as it is destroyed.
   SplicePipe transfer_pipe_;
   std::unique_ptr<Backend> backend_;
+  BackendKind kind_ = BackendKind::automatic;  // backend_->kind(), once it is made
   // Operations are made 64 at a time, in one block: every idle connection holds one, and a
   // block spares each the malloc header and rounding and a pointer in a table.
   static constexpr std::uint32_t ops_per_slab = 64;
