@@ -316,32 +316,34 @@ std::vector<std::string> ChannelPipeline::names() const {
   return out;
 }
 
+// Inbound events start after the head, whose handler only passes them on (as outbound
+// operations start before the tail): a virtual call and a frame less for every read.
 ChannelPipeline& ChannelPipeline::fire_channel_active() {
-  head_ctx_.invoke_channel_active();
+  head_ctx_.fire_channel_active();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_inactive() {
-  head_ctx_.invoke_channel_inactive();
+  head_ctx_.fire_channel_inactive();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_read(Message&& msg) {
-  head_ctx_.invoke_channel_read(std::move(msg));
+  head_ctx_.fire_channel_read(std::move(msg));
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_read_complete() {
-  head_ctx_.invoke_channel_read_complete();
+  head_ctx_.fire_channel_read_complete();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_user_event_triggered(std::any event) {
-  head_ctx_.invoke_user_event_triggered(std::move(event));
+  head_ctx_.fire_user_event_triggered(std::move(event));
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_channel_writability_changed() {
-  head_ctx_.invoke_channel_writability_changed();
+  head_ctx_.fire_channel_writability_changed();
   return *this;
 }
 ChannelPipeline& ChannelPipeline::fire_exception_caught(std::exception_ptr cause) {
-  head_ctx_.invoke_exception_caught(std::move(cause));
+  head_ctx_.fire_exception_caught(std::move(cause));
   return *this;
 }
 
