@@ -89,6 +89,13 @@ bool EmbeddedChannel::write_inbound(std::initializer_list<Message> msgs) {
   for (const auto& m : msgs) {
     pipeline().fire_channel_read(Message(m));
   }
+  return inbound_written();
+}
+bool EmbeddedChannel::write_inbound(Message&& msg) {
+  pipeline().fire_channel_read(std::move(msg));
+  return inbound_written();
+}
+bool EmbeddedChannel::inbound_written() {
   pipeline().fire_channel_read_complete();
   settle();
   return !inbound_.empty();
@@ -100,6 +107,13 @@ bool EmbeddedChannel::write_outbound(std::initializer_list<Message> msgs) {
   for (const auto& m : msgs) {
     write(Message(m));
   }
+  return outbound_written();
+}
+bool EmbeddedChannel::write_outbound(Message&& msg) {
+  write(std::move(msg));
+  return outbound_written();
+}
+bool EmbeddedChannel::outbound_written() {
   flush();
   settle();
   return !outbound_.empty();

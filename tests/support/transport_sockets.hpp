@@ -243,7 +243,7 @@ class LambdaHandler : public ChannelHandler {
  public:
   std::function<void(ChannelHandlerContext&)> on_active, on_inactive, on_read_complete,
       on_writability;
-  std::function<void(ChannelHandlerContext&, Message)> on_read;
+  std::function<void(ChannelHandlerContext&, Message&&)> on_read;
   std::function<void(ChannelHandlerContext&, std::any)> on_event;
   std::function<void(ChannelHandlerContext&, std::exception_ptr)> on_exception;
 

@@ -180,7 +180,7 @@ TEST_P(CloseTest, HalfClosureDeliversAllDataThenTheEventAndWritingStillWorks) {
   auto st = std::make_shared<State>();
   const std::size_t expected = data.size();
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [st](ChannelHandlerContext&, Message m) {
+  h->on_read = [st](ChannelHandlerContext&, Message&& m) {
     auto* b = m.get_if<ByteBuffer>();
     ASSERT_NE(b, nullptr);
     st->got.insert(st->got.end(), b->bytes().begin(), b->bytes().end());

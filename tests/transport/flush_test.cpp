@@ -28,7 +28,7 @@ TEST_P(FlushTest, AWriteTheSocketTakesCompletesInTheFlushOnEpoll) {
   };
   auto seen = std::make_shared<Seen>();
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [seen](ChannelHandlerContext& ctx, Message msg) {
+  h->on_read = [seen](ChannelHandlerContext& ctx, Message&& msg) {
     ChannelFuture f = ctx.write_and_flush(std::move(msg));
     seen->done_on_return.set_value(f.is_done() && f.is_success());
   };

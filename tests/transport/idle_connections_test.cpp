@@ -123,7 +123,7 @@ TEST_P(IdleConnectionsTest, ABufferAHandlerKeepsIsOutstanding) {
   auto kept = std::make_shared<std::vector<ByteBuffer>>();
   server.bootstrap().child_handler(init([kept](Channel& ch) {
     auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [kept](ChannelHandlerContext&, Message m) {
+    h->on_read = [kept](ChannelHandlerContext&, Message&& m) {
       if (auto* b = m.get_if<ByteBuffer>()) kept->push_back(*b);
     };
     ch.pipeline().add_last(h);

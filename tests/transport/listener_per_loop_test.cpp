@@ -39,7 +39,7 @@ void serve_ids(TestServer& server, const std::shared_ptr<Accepted>& seen) {
   server.bootstrap().child_handler(init([seen, workers](Channel& ch) {
     auto h = std::make_shared<LambdaHandler>();
     auto got = std::make_shared<std::vector<std::byte>>();
-    h->on_read = [seen, workers, got](ChannelHandlerContext& ctx, Message m) {
+    h->on_read = [seen, workers, got](ChannelHandlerContext& ctx, Message&& m) {
       const ByteBuffer* b = m.get_if<ByteBuffer>();
       ASSERT_NE(b, nullptr);
       auto bytes = b->bytes();
@@ -109,7 +109,7 @@ TEST_P(ListenerPerLoopTest, OneLoopSetsUpEachChildWithinItsAccept) {
   auto accepted = std::make_shared<std::atomic<int>>(0);
   auto set_up_late = std::make_shared<std::atomic<int>>(0);
   auto watcher = std::make_shared<LambdaHandler>();
-  watcher->on_read = [accepted, set_up_late](ChannelHandlerContext& ctx, Message m) {
+  watcher->on_read = [accepted, set_up_late](ChannelHandlerContext& ctx, Message&& m) {
     auto* child = m.get_if<std::shared_ptr<LoopSocketChannel>>();
     std::shared_ptr<LoopSocketChannel> c = child != nullptr ? *child : nullptr;
     ctx.fire_channel_read(std::move(m));

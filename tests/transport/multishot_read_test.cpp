@@ -35,7 +35,7 @@ TEST_P(MultishotReadTest, PausingAndResumingAutoReadLosesNoByte) {
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([st](Channel& ch) {
     auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [st](ChannelHandlerContext& ctx, Message m) {
+    h->on_read = [st](ChannelHandlerContext& ctx, Message&& m) {
       auto* b = m.get_if<ByteBuffer>();
       ASSERT_NE(b, nullptr);
       if (!ctx.channel().config().is_auto_read()) ++st->reads_while_paused;
@@ -82,7 +82,7 @@ TEST_P(MultishotReadTest, ReadOnDemandGetsTheWholeStream) {
       .child_handler(init([st](Channel& ch) {
         auto h = std::make_shared<LambdaHandler>();
         h->on_active = [](ChannelHandlerContext& ctx) { ctx.read(); };
-        h->on_read = [st](ChannelHandlerContext&, Message m) {
+        h->on_read = [st](ChannelHandlerContext&, Message&& m) {
           auto* b = m.get_if<ByteBuffer>();
           ASSERT_NE(b, nullptr);
           ++st->reads;
@@ -117,7 +117,7 @@ TEST_P(MultishotReadTest, AConnectionThatReadsOnceAndClosesArmsNoMultishot) {
   TestServer server(options(), 1);
   server.bootstrap().child_handler(init([](Channel& ch) {
     auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [](ChannelHandlerContext& ctx, Message m) {
+    h->on_read = [](ChannelHandlerContext& ctx, Message&& m) {
       Channel& c = ctx.channel();
       c.config().set_auto_read(false);
       ctx.write(std::move(m));

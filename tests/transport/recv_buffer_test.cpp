@@ -28,7 +28,7 @@ TEST_P(RecvBufferTest, ReceiveBuffersGrowAndShrinkWithReadSizesAndComeFromThePoo
   auto st = std::make_shared<State>();
   auto echo = std::make_shared<EchoHandler>();
   auto probe = std::make_shared<LambdaHandler>();
-  probe->on_read = [st](ChannelHandlerContext& ctx, Message m) {
+  probe->on_read = [st](ChannelHandlerContext& ctx, Message&& m) {
     auto* b = m.get_if<ByteBuffer>();
     ASSERT_NE(b, nullptr);
     {

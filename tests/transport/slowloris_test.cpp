@@ -56,7 +56,7 @@ TEST_P(SlowlorisTest, ReadTimeoutClosesAThousandTricklingConnections) {
     auto received = std::make_shared<int>(0);
     counter->on_active = [st](ChannelHandlerContext&) { ++st->active; };
     counter->on_inactive = [st](ChannelHandlerContext&) { --st->active; };
-    counter->on_read = [st, received](ChannelHandlerContext&, Message m) {
+    counter->on_read = [st, received](ChannelHandlerContext&, Message&& m) {
       *received += static_cast<int>(m.readable_bytes());
       int seen = st->max_received.load();
       while (*received > seen && !st->max_received.compare_exchange_weak(seen, *received)) {

@@ -163,7 +163,7 @@ TEST_P(SocketTransportTest, BootstrapClientEchoesThroughItsPipeline) {
   h->on_active = [&](ChannelHandlerContext& ctx) {
     ctx.write_and_flush(ByteBuffer::wrap(std::span<const std::byte>(data)));
   };
-  h->on_read = [&, received](ChannelHandlerContext& ctx, Message m) {
+  h->on_read = [&, received](ChannelHandlerContext& ctx, Message&& m) {
     auto b = bytes_of(m);
     received->insert(received->end(), b.begin(), b.end());
     if (received->size() == data.size()) {
@@ -232,7 +232,7 @@ TEST_P(SocketTransportTest, LengthFieldAndHeaderBodyFramingEndToEnd) {
         return t;
       });
   auto sink = std::make_shared<LambdaHandler>();
-  sink->on_read = [&](ChannelHandlerContext& ctx, Message m) {
+  sink->on_read = [&](ChannelHandlerContext& ctx, Message&& m) {
     auto* hb = m.get_if<HeaderBodyMessage>();
     ASSERT_NE(hb, nullptr);
     std::vector<std::byte> body;
@@ -397,7 +397,7 @@ TEST_P(SocketTransportTest, AutoReadOffPausesReadingUntilReadIsCalled) {
   h->on_active = [&](ChannelHandlerContext& ctx) {
     child.set_value(ctx.channel().shared_from_this());
   };
-  h->on_read = [&](ChannelHandlerContext&, Message m) { received += m.readable_bytes(); };
+  h->on_read = [&](ChannelHandlerContext&, Message&& m) { received += m.readable_bytes(); };
   h->on_read_complete = [&](ChannelHandlerContext& ctx) {
     if (resume) ctx.read();
   };
@@ -495,7 +495,7 @@ TEST_P(SocketTransportTest, HalfClosureFiresInputShutdownAndKeepsWriting) {
     std::atomic<bool> event{false};
     auto h = std::make_shared<LambdaHandler>();
     auto got = std::make_shared<std::string>();
-    h->on_read = [got](ChannelHandlerContext&, Message m) {
+    h->on_read = [got](ChannelHandlerContext&, Message&& m) {
       auto b = bytes_of(m);
       got->append(reinterpret_cast<const char*>(b.data()), b.size());
     };

@@ -150,7 +150,7 @@ class SslHandlerTest : public DescriptorCheckedTest {
                                  std::shared_ptr<std::vector<std::byte>> raw) {
     server.bootstrap().child_handler(init([this, &log, raw](Channel& ch) {
       auto tap = std::make_shared<LambdaHandler>();
-      tap->on_read = [raw](ChannelHandlerContext& ctx, Message m) {
+      tap->on_read = [raw](ChannelHandlerContext& ctx, Message&& m) {
         auto b = m.get<ByteBuffer>().bytes();
         raw->insert(raw->end(), b.begin(), b.end());
         ctx.fire_channel_read(std::move(m));
@@ -187,7 +187,7 @@ class SslHandlerTest : public DescriptorCheckedTest {
       }
       ctx.flush();
     };
-    h->on_read = [received, all, n = data.size()](ChannelHandlerContext&, Message m) {
+    h->on_read = [received, all, n = data.size()](ChannelHandlerContext&, Message&& m) {
       auto b = m.get<ByteBuffer>().bytes();
       received->insert(received->end(), b.begin(), b.end());
       if (received->size() == n) all->set_value();
@@ -414,7 +414,7 @@ TEST_P(SslHandlerTest, ServerCloseSendsCloseNotifyAndTheClientSeesACleanEnd) {
   auto close_event = std::make_shared<std::promise<std::error_code>>();
   auto exceptions = std::make_shared<std::atomic<int>>(0);
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [got](ChannelHandlerContext&, Message m) {
+  h->on_read = [got](ChannelHandlerContext&, Message&& m) {
     got->append(m.get<ByteBuffer>().string_view());
   };
   h->on_event = [close_event](ChannelHandlerContext&, std::any e) {
@@ -457,7 +457,7 @@ TEST_P(SslHandlerTest, ServerCloseWithAutoReadOffStillReadsThePeersCloseNotify) 
   EventLoopGroup group(TestServer::group_options(options(), 1));
   auto got = std::make_shared<std::string>();
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [got](ChannelHandlerContext&, Message m) {
+  h->on_read = [got](ChannelHandlerContext&, Message&& m) {
     got->append(m.get<ByteBuffer>().string_view());
   };
   auto f = connect_tls_client(group, addr, h);
@@ -834,7 +834,7 @@ TEST_P(SslHandlerTest, FileRegionIsEncryptedPieceByPiece) {
   auto all = std::make_shared<std::promise<void>>();
   const std::size_t expect = content.size() + 2;
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [received, all, expect](ChannelHandlerContext&, Message m) {
+  h->on_read = [received, all, expect](ChannelHandlerContext&, Message&& m) {
     auto b = m.get<ByteBuffer>().bytes();
     received->insert(received->end(), b.begin(), b.end());
     if (received->size() == expect) all->set_value();
@@ -932,7 +932,7 @@ TEST_P(SslHandlerTest, FileShrinkingBetweenPiecesFailsTheRegionAndClosesTheConne
     auto received = std::make_shared<std::vector<std::byte>>();
     auto close_event = std::make_shared<std::promise<std::error_code>>();
     auto h = std::make_shared<LambdaHandler>();
-    h->on_read = [received](ChannelHandlerContext&, Message m) {
+    h->on_read = [received](ChannelHandlerContext&, Message&& m) {
       auto b = m.get<ByteBuffer>().bytes();
       received->insert(received->end(), b.begin(), b.end());
     };
@@ -1050,7 +1050,7 @@ RegionAndEcho region_and_echo(const EventLoop::Options& options, const SslContex
     ctx.write_and_flush(ByteBuffer::wrap(std::span<const std::byte>(upload)));
   };
   h->on_read = [received, all, expect, weak = std::weak_ptr<SslHandler>(ssl)](
-                   ChannelHandlerContext&, Message m) {
+                   ChannelHandlerContext&, Message&& m) {
     auto b = m.get<ByteBuffer>().bytes();
     received->insert(received->end(), b.begin(), b.end());
     if (received->size() == expect) {
@@ -1139,7 +1139,7 @@ TEST_P(SslHandlerTest, ThousandConnectionsHandshakeAtOnce) {
       if (auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e); hs && hs->is_success())
         ctx.write_and_flush(ByteBuffer::wrap(std::string_view("ping")));
     };
-    h->on_read = [echoed](ChannelHandlerContext& ctx, Message m) {
+    h->on_read = [echoed](ChannelHandlerContext& ctx, Message&& m) {
       if (m.get<ByteBuffer>().string_view() == "ping") {
         ++*echoed;
         ctx.close();

@@ -47,7 +47,7 @@ TEST_P(SslInteropTest, NioxClientTalksToOpensslServer) {
     if (auto* hs = std::any_cast<SslHandshakeCompletionEvent>(&e); hs && hs->is_success())
       ctx.write_and_flush(ByteBuffer::wrap(std::string_view("hello niox\n")));
   };
-  h->on_read = [reply, done](ChannelHandlerContext&, Message m) {
+  h->on_read = [reply, done](ChannelHandlerContext&, Message&& m) {
     reply->append(m.get<ByteBuffer>().string_view());
     if (reply->find('\n') != std::string::npos) done->set_value();
   };

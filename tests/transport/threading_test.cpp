@@ -42,7 +42,7 @@ struct Sink {
 
 std::shared_ptr<ChannelHandler> counting_handler(std::shared_ptr<Sink> sink) {
   auto h = std::make_shared<LambdaHandler>();
-  h->on_read = [sink](ChannelHandlerContext&, Message m) { sink->add(m.readable_bytes()); };
+  h->on_read = [sink](ChannelHandlerContext&, Message&& m) { sink->add(m.readable_bytes()); };
   return h;
 }
 

@@ -97,8 +97,9 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   // ---- Inbound ------------------------------------------------------------------------------
   // Fires channel_read for each message, then channel_read_complete; runs pending tasks and
   // rethrows a recorded exception. True when inbound messages are waiting to be read.
+  // The list's messages are copied (an initializer_list is const); one message is moved.
   bool write_inbound(std::initializer_list<Message> msgs);
-  bool write_inbound(Message msg) { return write_inbound({std::move(msg)}); }
+  bool write_inbound(Message&& msg);
   std::optional<Message> read_inbound();
   // Like a transport: bytes through notify_read (clearing a pending read()), then
   // read_complete; and the peer's FIN through notify_input_shutdown.
@@ -120,7 +121,7 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
   // Writes each message through the pipeline, flushes, runs pending tasks, rethrows a recorded
   // exception. True when outbound messages are waiting to be read.
   bool write_outbound(std::initializer_list<Message> msgs);
-  bool write_outbound(Message msg) { return write_outbound({std::move(msg)}); }
+  bool write_outbound(Message&& msg);
   std::optional<Message> read_outbound();
   std::deque<Message>& outbound_messages() noexcept { return outbound_; }
 
@@ -173,6 +174,8 @@ class EmbeddedChannel : private detail::EmbeddedLoopHolder, public Channel {
  private:
   // What every driving call ends with: the work it queued runs, and a failure in it surfaces.
   void settle();
+  bool inbound_written();   // channel_read_complete, settle: true when messages wait
+  bool outbound_written();  // flush, settle: true when messages wait
   void write_scripted(OutboundBuffer& out);
   // One call of the pretend kernel, recorded: the bytes it took of `bytes`, or nothing when it
   // took none (the write then waits for signal_writable()) or failed (the channel is told).
